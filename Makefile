@@ -1,0 +1,51 @@
+# realbench — `make demo` runs the main study on embedded defaults; `make test` is what CI runs.
+# Both install what they need, idempotently: Debian packages, a virtualenv, the package with extras.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+APT_PACKAGES := chromium fonts-noto-cjk adb
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEMO_OUT ?= out/demo
+
+.PHONY: setup system venv demo test lint typecheck pytest clean
+
+setup: system venv
+
+system:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v adb >/dev/null || missing="$$missing adb"; \
+	[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing="$$missing fonts-noto-cjk"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,ray]'
+	@touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/realbench demo --out $(DEMO_OUT)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+pytest: setup
+	$(VENV)/bin/pytest
+
+test: setup lint typecheck pytest
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Clone apps and the clone server. See `clones.base` for the contract every clone follows."""

@@ -1,0 +1,3 @@
+from realbench.cli import run
+
+run()

@@ -1,0 +1,64 @@
+"""How an episode ended, and typed verdicts from verifiers, checks and judges."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    BOUNDARY_REACHED = "boundary_reached"
+    STEP_BUDGET = "step_budget"
+    FORMAT_ERROR = "format_error"
+    ENV_INVALID = "env_invalid"
+
+    @property
+    def scored(self) -> bool:
+        """env_invalid episodes are unscored aborts: rerun, never counted as agent failures."""
+        return self is not Outcome.ENV_INVALID
+
+
+class EndReason(StrEnum):
+    """Why the episode loop stopped (before any verdict is computed)."""
+
+    TERMINATE = "terminate"
+    ANSWER = "answer"
+    BOUNDARY = "boundary"
+    STEP_BUDGET = "step_budget"
+    FORMAT_ERRORS = "format_errors"
+    ABORT = "abort"
+
+
+class VerdictSource(StrEnum):
+    VERIFIER = "verifier"
+    CHECKS = "checks"
+    JUDGE = "judge"
+    HUMAN = "human"
+
+
+class Verdict(BaseModel):
+    """A decision on one episode. `abstained` marks a judge that could not decide (never guessed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    success: bool
+    progress: float = Field(default=0.0, ge=0.0, le=1.0)
+    side_effects: list[str] = Field(default_factory=list)
+    reason: str = ""
+    source: VerdictSource = VerdictSource.VERIFIER
+    name: str = ""
+    abstained: bool = False
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    raw: str | None = None
+    tokens: int | None = None
+
+    @classmethod
+    def fail(cls, reason: str, *, progress: float = 0.0, side_effects: list[str] | None = None) -> Verdict:
+        return cls(success=False, progress=progress, side_effects=side_effects or [], reason=reason)
+
+    @classmethod
+    def ok(cls, reason: str = "", *, progress: float = 1.0) -> Verdict:
+        return cls(success=True, progress=progress, reason=reason)

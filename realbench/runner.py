@@ -1,0 +1,263 @@
+"""Runs the planned episodes of a pack on a set of targets, into a run store, resumably.
+
+One worker thread per target (a headless clone page or a leased phone). Episodes already in the
+store are skipped, so re-running the same command after a crash finishes the run without
+redoing or losing an episode. An `env_invalid` attempt is an unscored abort: the episode is
+queued again (on another target when there is one) up to `max_attempts` times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Protocol
+
+from tqdm import tqdm
+
+from realbench.agent import Agent
+from realbench.device import Target
+from realbench.episode import EpisodeResult, run_episode
+from realbench.errors import ConfigError, RealbenchError
+from realbench.outcome import Outcome
+from realbench.store import EpisodeKey, RunStore
+from realbench.taskpack import Task, TaskPack
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+def plan_episodes(
+    pack: TaskPack, *, task_ids: Iterable[str] | None = None, repeats: int = 1, seed: int = 0
+) -> list[EpisodeKey]:
+    """Every (task, seed, repeat) of a run. Repeat r uses seed `seed + r`, the same for every model,
+    so base and trained runs see the same sampled parameters."""
+    if repeats < 1:
+        raise ConfigError("--repeats must be at least 1")
+    tasks = [pack.task(t) for t in task_ids] if task_ids else pack.tasks
+    return [EpisodeKey(task.id, seed + r, r) for task in tasks for r in range(repeats)]
+
+
+def default_run_id(agent: str, target: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{agent}@{target}")
+
+
+def task_today(target: Target, task: Task) -> date:
+    """The date relative dates resolve against: the target's clock (a phone's today, a clone's virtual clock)."""
+    today = getattr(target, "today", None)
+    if callable(today):
+        value = today(task)
+        if isinstance(value, date):
+            return value
+    return task.clone.setup.clock.date()
+
+
+class EpisodeExecutor(Protocol):
+    """Runs one attempt somewhere and returns its result (local thread, Ray task…)."""
+
+    def __call__(self, target: Target, key: EpisodeKey) -> EpisodeResult: ...
+
+
+@dataclass
+class _Item:
+    key: EpisodeKey
+    attempt: int
+    avoid: set[str] = field(default_factory=set)
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    data: dict[str, Any]
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.data, ensure_ascii=False, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> RunSummary:
+    """The run's summary, computed from the store (so it covers resumed runs)."""
+    attempts = store.attempts(run_id)
+    frame = store.episodes_frame([run_id])
+    outcomes: Counter[str] = Counter(str(o) for outs in attempts.values() for o in outs)
+    tasks: dict[str, dict[str, int]] = {}
+    scored = successes = aborted = 0
+    for key, outs in sorted(attempts.items(), key=lambda kv: (kv[0].task, kv[0].seed, kv[0].repeat)):
+        entry = tasks.setdefault(key.task, {"episodes": 0, "successes": 0, "aborted": 0})
+        final = outs[-1]
+        if final.scored:
+            scored += 1
+            entry["episodes"] += 1
+            if final is Outcome.SUCCESS:
+                successes += 1
+                entry["successes"] += 1
+        else:
+            aborted += 1
+            entry["aborted"] += 1
+    total_attempts = sum(outcomes.values())
+    devices: dict[str, dict[str, Any]] = {}
+    if not frame.empty:
+        for serial, group in frame.groupby(frame["device_serial"].fillna("?")):
+            invalid = int((group["outcome"] == str(Outcome.ENV_INVALID)).sum())
+            devices[str(serial)] = {
+                "kind": str(group["device_kind"].iloc[0]),
+                "attempts": int(len(group)),
+                "env_invalid": invalid,
+                "flake_rate": invalid / len(group),
+            }
+    runs = {r["run_id"]: r for r in store.runs()}
+    meta = runs.get(run_id, {})
+    data = {
+        "run_id": run_id,
+        "agent": meta.get("agent"),
+        "target": meta.get("target"),
+        "pack": meta.get("pack"),
+        "episodes": scored,
+        "successes": successes,
+        "success_rate": successes / scored if scored else None,
+        "aborted": aborted,
+        "attempts": total_attempts,
+        "abort_rate": outcomes.get(str(Outcome.ENV_INVALID), 0) / total_attempts if total_attempts else 0.0,
+        "outcomes": dict(sorted(outcomes.items())),
+        "tasks": tasks,
+        "devices": devices,
+        "synthetic": bool(meta.get("agent", "") and str(meta.get("agent")).startswith("synthetic:")),
+        "max_attempts": max_attempts,
+    }
+    return RunSummary(run_id, data)
+
+
+class LocalRunner:
+    """Executes planned episodes with one worker thread per target."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        pack: TaskPack,
+        targets: list[Target],
+        agent_factory: Callable[[], Agent],
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        progress: bool = True,
+        execute: EpisodeExecutor | None = None,
+    ) -> None:
+        if not targets:
+            raise ConfigError(
+                "no targets to run on", hint="check the rig (realbench devices --rig …) or --workers"
+            )
+        self.store = store
+        self.run_id = run_id
+        self.pack = pack
+        self.targets = targets
+        self.agent_factory = agent_factory
+        self.max_attempts = max_attempts
+        self.progress = progress
+        self.execute = execute or self._execute_here
+        self._agents: dict[int, Agent] = {}
+
+    def _execute_here(self, target: Target, key: EpisodeKey) -> EpisodeResult:
+        agent = self._agents.setdefault(id(target), self.agent_factory())
+        task = self.pack.task(key.task)
+        instance = task.instantiate(key.seed, task_today(target, task))
+        return run_episode(instance, target, agent)
+
+    def pending(self, keys: list[EpisodeKey]) -> list[_Item]:
+        done = self.store.attempts(self.run_id)
+        items = []
+        for key in keys:
+            outs = done.get(key, [])
+            if any(o.scored for o in outs) or len(outs) >= self.max_attempts:
+                continue
+            items.append(_Item(key, attempt=len(outs)))
+        return items
+
+    def run(self, keys: list[EpisodeKey]) -> RunSummary:
+        items = self.pending(keys)
+        skipped = len(keys) - len(items)
+        if skipped:
+            log.info("resuming run %s: %d of %d episodes already stored", self.run_id, skipped, len(keys))
+        work: queue.Queue[_Item] = queue.Queue()
+        for item in items:
+            work.put(item)
+        outstanding = [len(items)]
+        cond = threading.Condition()
+        live = [len(self.targets)]
+        errors: list[BaseException] = []
+        bar = tqdm(
+            total=len(items), desc=f"{self.run_id}", unit="ep", disable=not self.progress, dynamic_ncols=True
+        )
+
+        def finish_one() -> None:
+            with cond:
+                outstanding[0] -= 1
+                cond.notify_all()
+
+        def worker(target: Target) -> None:
+            serial = str(target.describe().get("serial", id(target)))
+            while True:
+                with cond:
+                    if outstanding[0] <= 0:
+                        return
+                try:
+                    item = work.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if serial in item.avoid and live[0] > 1 and len(item.avoid) < live[0]:
+                    work.put(item)  # let another phone take the rerun
+                    time.sleep(0.05)
+                    continue
+                healthy = getattr(target, "ready_for_episode", None)
+                if callable(healthy) and not healthy():
+                    log.warning("target %s is quarantined; its worker stops", serial)
+                    work.put(item)
+                    with cond:
+                        live[0] -= 1
+                    return
+                try:
+                    result = self.execute(target, item.key)
+                    self.store.write_episode(self.run_id, item.key, item.attempt, self.pack.app, result)
+                except BaseException as exc:  # a bug, not a device failure: stop the run loudly
+                    errors.append(exc)
+                    with cond:
+                        outstanding[0] = 0
+                        cond.notify_all()
+                    return
+                after = getattr(target, "after_episode", None)
+                if callable(after):
+                    after(result)
+                if result.outcome is Outcome.ENV_INVALID and item.attempt + 1 < self.max_attempts:
+                    work.put(_Item(item.key, item.attempt + 1, item.avoid | {serial}))
+                    bar.set_postfix_str(f"rerun {item.key.task} ({result.error or 'env_invalid'})"[:60])
+                    continue
+                bar.update(1)
+                finish_one()
+
+        threads = [
+            threading.Thread(target=worker, args=(t,), daemon=True, name=f"worker-{i}")
+            for i, t in enumerate(self.targets)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        bar.close()
+        if errors:
+            exc = errors[0]
+            if isinstance(exc, RealbenchError):
+                raise exc
+            raise RuntimeError(f"episode worker failed: {exc!r}") from exc
+        if outstanding[0] > 0:
+            log.warning("%d episodes were not run: every target was quarantined", outstanding[0])
+        return summarize(self.store, self.run_id, max_attempts=self.max_attempts)

@@ -1,0 +1,449 @@
+"""The run store: a SQLite index plus one folder per episode.
+
+Layout of a store folder::
+
+    index.sqlite                         runs, episodes, steps, verdicts (labels are human verdicts)
+    episodes/<run>/<task>-s<seed>-r<repeat>-a<attempt>/
+        episode.json  steps.jsonl  step_000.jpg  step_000.xml  …  final.jpg  final.xml
+
+An episode is written whole or not at all: its folder is written under a temporary name and
+renamed, then its rows are committed in one transaction. A run killed at any point (even SIGKILL)
+resumes by skipping the episodes the index has; a folder without rows is an interrupted write
+and is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from realbench.episode import EpisodeResult
+from realbench.errors import StoreError
+from realbench.outcome import Outcome, Verdict, VerdictSource
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, created REAL, pack TEXT, app TEXT, agent TEXT, target TEXT, config TEXT
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    episode_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, task TEXT NOT NULL, seed INTEGER NOT NULL,
+    repeat INTEGER NOT NULL, attempt INTEGER NOT NULL, app TEXT, agent TEXT, target TEXT,
+    device_kind TEXT, device_serial TEXT, device TEXT, outcome TEXT NOT NULL, end_reason TEXT,
+    success INTEGER, progress REAL, steps INTEGER, format_errors INTEGER, answer TEXT,
+    instruction TEXT, params TEXT, started REAL, finished REAL, error TEXT, dir TEXT
+);
+CREATE INDEX IF NOT EXISTS episodes_by_run ON episodes(run_id, task, seed, repeat);
+CREATE TABLE IF NOT EXISTS steps (
+    episode_id TEXT NOT NULL, idx INTEGER NOT NULL, action TEXT, raw TEXT, thought TEXT, error TEXT,
+    screenshot TEXT, hierarchy TEXT, app TEXT, boundary TEXT, t_observe REAL, t_agent REAL,
+    t_act REAL, tokens_in INTEGER, tokens_out INTEGER, extra TEXT, PRIMARY KEY (episode_id, idx)
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, episode_id TEXT NOT NULL, source TEXT NOT NULL,
+    name TEXT, success INTEGER, abstained INTEGER, progress REAL, reason TEXT, confidence REAL,
+    tokens INTEGER, raw TEXT, side_effects TEXT, created REAL
+);
+CREATE INDEX IF NOT EXISTS verdicts_by_episode ON verdicts(episode_id);
+"""
+
+
+@dataclass(frozen=True)
+class EpisodeKey:
+    """Identifies one planned episode of a run (attempts of it are numbered apart)."""
+
+    task: str
+    seed: int
+    repeat: int
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+
+
+def episode_id_for(run_id: str, key: EpisodeKey, attempt: int) -> str:
+    return f"{run_id}/{key.task}/s{key.seed}/r{key.repeat}/a{attempt}"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class RunStore:
+    """Opens (or creates) a store folder. Safe to share between threads of one process."""
+
+    def __init__(self, root: str | Path, *, create: bool = True) -> None:
+        self.root = Path(root)
+        index = self.root / "index.sqlite"
+        if not index.exists() and not create:
+            raise StoreError(
+                f"{self.root} is not a run store (no index.sqlite)",
+                hint="pass the --out folder of a `realbench run`",
+            )
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "episodes").mkdir(exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(index, check_same_thread=False, isolation_level=None, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"cannot open run store index {index}: {exc}",
+                hint="the file is damaged or not a realbench store",
+            ) from None
+        self._db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return list(self._db.execute(sql, tuple(args)))
+
+    # --- runs ---------------------------------------------------------------------------------
+
+    def ensure_run(
+        self, run_id: str, *, pack: str, app: str, agent: str, target: str, config: dict[str, Any]
+    ) -> None:
+        """Record a run once; a rerun of the same run must use the same pack, agent and target."""
+        rows = self._query("SELECT pack, agent, target FROM runs WHERE run_id=?", [run_id])
+        if rows:
+            old = dict(rows[0])
+            new = {"pack": pack, "agent": agent, "target": target}
+            if old != new:
+                raise StoreError(
+                    f"run {run_id!r} in {self.root} was made with {old}, not {new}",
+                    hint="use another --out folder or --run-id for a different configuration",
+                )
+            return
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO runs VALUES (?,?,?,?,?,?,?)",
+                (
+                    run_id,
+                    time.time(),
+                    pack,
+                    app,
+                    agent,
+                    target,
+                    json.dumps(config, ensure_ascii=False, default=str),
+                ),
+            )
+
+    def runs(self) -> list[dict[str, Any]]:
+        out = []
+        for row in self._query("SELECT * FROM runs ORDER BY created"):
+            d = dict(row)
+            d["config"] = json.loads(d["config"] or "{}")
+            out.append(d)
+        return out
+
+    # --- episodes -----------------------------------------------------------------------------
+
+    def attempts(self, run_id: str) -> dict[EpisodeKey, list[Outcome]]:
+        """Outcomes of every recorded attempt, by planned episode, in attempt order."""
+        out: dict[EpisodeKey, list[Outcome]] = {}
+        rows = self._query(
+            "SELECT task, seed, repeat, outcome FROM episodes WHERE run_id=? ORDER BY attempt", [run_id]
+        )
+        for row in rows:
+            out.setdefault(EpisodeKey(row["task"], row["seed"], row["repeat"]), []).append(
+                Outcome(row["outcome"])
+            )
+        return out
+
+    def write_episode(
+        self, run_id: str, key: EpisodeKey, attempt: int, app: str, result: EpisodeResult
+    ) -> str:
+        """Write one finished episode atomically; returns its episode id."""
+        episode_id = episode_id_for(run_id, key, attempt)
+        rel = Path("episodes") / _safe(run_id) / f"{_safe(key.task)}-s{key.seed}-r{key.repeat}-a{attempt}"
+        final_dir = self.root / rel
+        tmp_dir = final_dir.with_name(final_dir.name + f".tmp{os.getpid()}-{threading.get_ident()}")
+        if tmp_dir.exists():
+            shutil.rmtree(tmp_dir)
+        tmp_dir.mkdir(parents=True)
+        step_rows = []
+        lines = []
+        for step in result.steps:
+            shot = None
+            if step.screenshot is not None:
+                shot = f"step_{step.index:03d}{step.image_format.suffix}"
+                (tmp_dir / shot).write_bytes(step.screenshot)
+            xml = None
+            if step.hierarchy is not None:
+                xml = f"step_{step.index:03d}.xml"
+                (tmp_dir / xml).write_text(step.hierarchy, encoding="utf-8")
+            record = {
+                "index": step.index,
+                "action": step.action,
+                "raw": step.raw,
+                "thought": step.thought,
+                "error": step.error,
+                "screenshot": shot,
+                "hierarchy": xml,
+                "width": step.width,
+                "height": step.height,
+                "app": step.app,
+                "boundary": step.boundary,
+                "t_observe_s": round(step.t_observe_s, 6),
+                "t_agent_s": round(step.t_agent_s, 6),
+                "t_act_s": round(step.t_act_s, 6),
+                "tokens_in": step.tokens_in,
+                "tokens_out": step.tokens_out,
+                "extra": step.extra,
+            }
+            lines.append(json.dumps(record, ensure_ascii=False, default=str))
+            step_rows.append(
+                (
+                    episode_id,
+                    step.index,
+                    json.dumps(step.action, ensure_ascii=False) if step.action is not None else None,
+                    step.raw,
+                    step.thought,
+                    step.error,
+                    shot,
+                    xml,
+                    step.app,
+                    step.boundary,
+                    step.t_observe_s,
+                    step.t_agent_s,
+                    step.t_act_s,
+                    step.tokens_in,
+                    step.tokens_out,
+                    json.dumps(step.extra, ensure_ascii=False, default=str),
+                )
+            )
+        (tmp_dir / "steps.jsonl").write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+        if result.final_screenshot is not None:
+            (tmp_dir / f"final{result.final_image_format.suffix}").write_bytes(result.final_screenshot)
+        if result.final_hierarchy is not None:
+            (tmp_dir / "final.xml").write_text(result.final_hierarchy, encoding="utf-8")
+        meta = {
+            "episode_id": episode_id,
+            "run_id": run_id,
+            "task": key.task,
+            "seed": key.seed,
+            "repeat": key.repeat,
+            "attempt": attempt,
+            "instruction": result.instruction,
+            "params": result.params,
+            "agent": result.agent,
+            "target": result.target,
+            "device": result.device,
+            "outcome": str(result.outcome),
+            "end_reason": str(result.end_reason),
+            "answer": result.answer,
+            "error": result.error,
+            "verdicts": [v.model_dump(mode="json") for v in result.verdicts],
+            "started": result.started,
+            "finished": result.finished,
+        }
+        _atomic_write(
+            tmp_dir / "episode.json", json.dumps(meta, ensure_ascii=False, indent=1, default=str).encode()
+        )
+        if final_dir.exists():  # an interrupted earlier write of this attempt (no index rows)
+            shutil.rmtree(final_dir)
+        os.replace(tmp_dir, final_dir)
+        success = result.success
+        with self._tx() as db:
+            db.execute("DELETE FROM steps WHERE episode_id=?", (episode_id,))
+            db.execute("DELETE FROM verdicts WHERE episode_id=?", (episode_id,))
+            db.execute(
+                "INSERT OR REPLACE INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    episode_id,
+                    run_id,
+                    key.task,
+                    key.seed,
+                    key.repeat,
+                    attempt,
+                    app,
+                    result.agent,
+                    result.target,
+                    result.device.get("kind"),
+                    result.device.get("serial"),
+                    json.dumps(result.device, ensure_ascii=False, default=str),
+                    str(result.outcome),
+                    str(result.end_reason),
+                    None if success is None else int(success),
+                    result.progress,
+                    len(result.steps),
+                    result.format_errors,
+                    result.answer,
+                    result.instruction,
+                    json.dumps(result.params, ensure_ascii=False, default=str),
+                    result.started,
+                    result.finished,
+                    result.error,
+                    str(rel),
+                ),
+            )
+            db.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", step_rows)
+            for verdict in result.verdicts:
+                self._insert_verdict(db, episode_id, verdict)
+        return episode_id
+
+    def _insert_verdict(self, db: sqlite3.Connection, episode_id: str, v: Verdict) -> None:
+        db.execute(
+            "INSERT INTO verdicts (episode_id, source, name, success, abstained, progress, reason, confidence, tokens, raw, side_effects, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                episode_id,
+                str(v.source),
+                v.name,
+                int(v.success),
+                int(v.abstained),
+                v.progress,
+                v.reason,
+                v.confidence,
+                v.tokens,
+                v.raw,
+                json.dumps(v.side_effects, ensure_ascii=False),
+                time.time(),
+            ),
+        )
+
+    def add_verdict(self, episode_id: str, verdict: Verdict, *, replace: bool = True) -> None:
+        """Record a verdict (judge, checks, human label). By default replaces an earlier verdict of
+        the same source and name, so re-judging is idempotent."""
+        if not self._query("SELECT 1 FROM episodes WHERE episode_id=?", [episode_id]):
+            raise StoreError(f"no episode {episode_id!r} in {self.root}")
+        with self._tx() as db:
+            if replace:
+                db.execute(
+                    "DELETE FROM verdicts WHERE episode_id=? AND source=? AND name=?",
+                    (episode_id, str(verdict.source), verdict.name),
+                )
+            self._insert_verdict(db, episode_id, verdict)
+
+    def add_label(self, episode_id: str, labeller: str, success: bool, note: str = "") -> None:
+        self.add_verdict(
+            episode_id, Verdict(success=success, reason=note, source=VerdictSource.HUMAN, name=labeller)
+        )
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def episode(self, episode_id: str) -> dict[str, Any]:
+        rows = self._query("SELECT * FROM episodes WHERE episode_id=?", [episode_id])
+        if not rows:
+            raise StoreError(f"no episode {episode_id!r} in {self.root}")
+        return dict(rows[0])
+
+    def episode_dir(self, episode_id: str) -> Path:
+        return self.root / self.episode(episode_id)["dir"]
+
+    def steps(self, episode_id: str) -> list[dict[str, Any]]:
+        path = self.episode_dir(episode_id) / "steps.jsonl"
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def verdicts(self, episode_id: str) -> list[Verdict]:
+        out = []
+        for row in self._query("SELECT * FROM verdicts WHERE episode_id=? ORDER BY id", [episode_id]):
+            out.append(
+                Verdict(
+                    success=bool(row["success"]),
+                    progress=row["progress"] or 0.0,
+                    side_effects=json.loads(row["side_effects"] or "[]"),
+                    reason=row["reason"] or "",
+                    source=VerdictSource(row["source"]),
+                    name=row["name"] or "",
+                    abstained=bool(row["abstained"]),
+                    confidence=row["confidence"],
+                    raw=row["raw"],
+                    tokens=row["tokens"],
+                )
+            )
+        return out
+
+    def episodes_frame(self, run_ids: list[str] | None = None) -> Any:
+        """One row per recorded attempt (pandas). `env` is the target kind; `model` the agent name."""
+        import pandas as pd
+
+        sql = "SELECT * FROM episodes"
+        args: list[Any] = []
+        if run_ids:
+            sql += f" WHERE run_id IN ({','.join('?' * len(run_ids))})"
+            args = list(run_ids)
+        rows = [dict(r) for r in self._query(sql + " ORDER BY run_id, task, seed, repeat, attempt", args)]
+        frame = pd.DataFrame(rows)
+        if frame.empty:
+            return pd.DataFrame(
+                columns=[
+                    "run_id",
+                    "episode_id",
+                    "task",
+                    "app",
+                    "model",
+                    "env",
+                    "device_kind",
+                    "device_serial",
+                    "repeat",
+                    "seed",
+                    "attempt",
+                    "outcome",
+                    "success",
+                    "progress",
+                    "steps",
+                    "duration_s",
+                    "answer",
+                    "end_reason",
+                    "scored",
+                ]
+            )
+        frame = frame.rename(columns={"agent": "model", "target": "env"})
+        frame["success"] = (
+            frame["success"].map(lambda v: None if v is None or v != v else bool(v)).astype(object)
+        )
+        frame["duration_s"] = frame["finished"] - frame["started"]
+        frame["scored"] = frame["outcome"] != str(Outcome.ENV_INVALID)
+        frame["store"] = str(self.root)
+        return frame
+
+    def verdicts_frame(self) -> Any:
+        import pandas as pd
+
+        rows = [dict(r) for r in self._query("SELECT * FROM verdicts ORDER BY id")]
+        frame = pd.DataFrame(rows)
+        if not frame.empty:
+            frame["success"] = frame["success"].astype(bool)
+            frame["abstained"] = frame["abstained"].astype(bool)
+        return frame
+
+    def export_parquet(self, out_dir: str | Path) -> list[Path]:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, frame in (("episodes", self.episodes_frame()), ("verdicts", self.verdicts_frame())):
+            path = out / f"{name}.parquet"
+            frame.drop(columns=[c for c in ("device",) if c in frame.columns]).to_parquet(path, index=False)
+            paths.append(path)
+        return paths

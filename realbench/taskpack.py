@@ -1,0 +1,566 @@
+"""Task packs: one YAML file per app, shared by the clone and the real app.
+
+A pack is parsed with pydantic; a bad pack is refused with a `PackError` that names the file, the
+task id and the dotted field of every problem. Parameters are sampled from a generator seeded per
+task instance, never from global random state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from realbench import dates
+from realbench.actions import Key, TerminateStatus
+from realbench.errors import ConfigError, PackError, PackProblem
+from realbench.hierarchy import Selector
+from realbench.templating import placeholders, render, render_value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- parameters -----------------------------------------------------------------------------
+
+
+class ChoiceParam(_Strict):
+    type: Literal["choice"]
+    values: list[str | int | float] = Field(min_length=1)
+    weights: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _weights_match(self) -> ChoiceParam:
+        if self.weights is not None:
+            if len(self.weights) != len(self.values):
+                raise ValueError("weights must have one entry per value")
+            if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
+                raise ValueError("weights must be non-negative and not all zero")
+        return self
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        p = None
+        if self.weights is not None:
+            total = sum(self.weights)
+            p = [w / total for w in self.weights]
+        return self.values[int(rng.choice(len(self.values), p=p))]
+
+
+class IntParam(_Strict):
+    type: Literal["int"]
+    min: int
+    max: int
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntParam:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return int(rng.integers(self.min, self.max + 1))
+
+
+class RelativeDateParam(_Strict):
+    """Samples one expression (see `realbench.dates`); resolves it against the target's clock."""
+
+    type: Literal["relative_date"]
+    exprs: list[str] = Field(min_length=1)
+
+    @field_validator("exprs")
+    @classmethod
+    def _valid_exprs(cls, v: list[str]) -> list[str]:
+        for e in v:
+            try:
+                dates.validate_expr(e)
+            except ConfigError as exc:  # pydantic reports ValueErrors with the field's location
+                raise ValueError(exc.message) from None
+        return v
+
+    def sample(self, rng: np.random.Generator) -> str:
+        return self.exprs[int(rng.integers(len(self.exprs)))]
+
+
+Param = Annotated[ChoiceParam | IntParam | RelativeDateParam, Field(discriminator="type")]
+
+
+# --- answers ----------------------------------------------------------------------------------
+
+
+class AnswerType(StrEnum):
+    NONE = "none"
+    TEXT = "text"
+    NUMBER = "number"
+    CHOICE = "choice"
+    DATE = "date"
+
+
+class AnswerSpec(_Strict):
+    """The expected answer's type; the clone's verifier (or the judge) supplies the truth."""
+
+    type: AnswerType = AnswerType.NONE
+    tolerance: float = Field(default=0.0, ge=0)
+    choices: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _choices_for_choice(self) -> AnswerSpec:
+        if self.type is AnswerType.CHOICE and not self.choices:
+            raise ValueError("an answer of type 'choice' needs a non-empty 'choices' list")
+        return self
+
+
+# --- clone and real sides --------------------------------------------------------------------
+
+
+class CloneSetup(_Strict):
+    """How to build the clone's state for a task: generated world + patch + virtual clock."""
+
+    seed: int = 0
+    data: dict[str, Any] = Field(default_factory=dict)
+    patch: dict[str, Any] = Field(default_factory=dict)
+    clock: datetime = datetime(2026, 3, 2, 9, 0, 0)
+    route: str | None = None
+
+
+class VerifierRef(_Strict):
+    name: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class CloneSide(_Strict):
+    setup: CloneSetup = Field(default_factory=CloneSetup)
+    verifier: VerifierRef
+    side_effect_checks: list[str] = Field(default_factory=list)
+
+
+class CheckExpect(StrEnum):
+    EXISTS = "exists"
+    ABSENT = "absent"
+
+
+class RealCheck(_Strict):
+    """A check on the real app's final hierarchy, e.g. the order form shows the right train."""
+
+    selector: Selector
+    expect: CheckExpect = CheckExpect.EXISTS
+    description: str = ""
+
+
+class RealSide(_Strict):
+    package: str | None = None
+    setup: list[str] = Field(default_factory=list)
+    boundary: list[Selector] = Field(default_factory=list)
+    checks: list[RealCheck] = Field(default_factory=list)
+
+
+class JudgeSpec(_Strict):
+    rubric: str = Field(min_length=1)
+
+
+# --- golden plans ------------------------------------------------------------------------------
+
+
+class SwipeDirection(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    LEFT = "left"
+    RIGHT = "right"
+
+
+class TypeStep(_Strict):
+    text: str
+    into: Selector | None = None
+
+
+class SwipeStep(_Strict):
+    direction: SwipeDirection = SwipeDirection.UP
+    distance: float = Field(default=0.5, gt=0, le=0.9)
+
+
+class ScrollToStep(_Strict):
+    selector: Selector
+    direction: SwipeDirection = SwipeDirection.UP
+    max_swipes: int = Field(default=8, ge=1, le=50)
+
+
+class ReadAnswer(_Strict):
+    """Answer with text read off the screen: the node's text, optionally a regex group."""
+
+    read: Selector
+    regex: str | None = None
+
+
+class PlanStep(_Strict):
+    """One golden-plan step. Exactly one field is set."""
+
+    tap: Selector | None = None
+    long_press: Selector | None = None
+    type: str | TypeStep | None = None
+    swipe: SwipeStep | None = None
+    scroll_to: ScrollToStep | None = None
+    key: Key | None = None
+    wait: float | None = Field(default=None, gt=0, le=30)
+    open_app: str | None = None
+    answer: str | ReadAnswer | None = None
+    terminate: TerminateStatus | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            set_fields = [k for k, v in data.items() if v is not None]
+            if len(set_fields) != 1:
+                raise ValueError(
+                    f"a plan step sets exactly one of tap, long_press, type, swipe, scroll_to, key, wait, open_app, answer, terminate (got {set_fields or 'none'})"
+                )
+        return data
+
+    @property
+    def kind(self) -> str:
+        return next(k for k, v in self.__dict__.items() if v is not None)
+
+    def selectors(self) -> list[Selector]:
+        out: list[Selector] = []
+        if self.tap:
+            out.append(self.tap)
+        if self.long_press:
+            out.append(self.long_press)
+        if isinstance(self.type, TypeStep) and self.type.into:
+            out.append(self.type.into)
+        if self.scroll_to:
+            out.append(self.scroll_to.selector)
+        return out
+
+    def strings(self) -> list[str]:
+        """Every template string in the step, for placeholder checks."""
+        out: list[str] = [
+            s for sel in self.selectors() for s in sel.model_dump().values() if isinstance(s, str)
+        ]
+        if isinstance(self.type, str):
+            out.append(self.type)
+        elif isinstance(self.type, TypeStep):
+            out.append(self.type.text)
+        if isinstance(self.answer, str):
+            out.append(self.answer)
+        if self.open_app:
+            out.append(self.open_app)
+        return out
+
+
+# --- tasks and packs ---------------------------------------------------------------------------
+
+TASK_ID = r"^[a-z0-9][a-z0-9_.-]{1,80}$"
+
+
+class Task(_Strict):
+    id: str = Field(pattern=TASK_ID)
+    instruction: str = Field(min_length=1)
+    params: dict[str, Param] = Field(default_factory=dict)
+    difficulty: int = Field(ge=1, le=4)
+    tags: list[str] = Field(default_factory=list)
+    max_steps: int = Field(default=20, ge=1, le=200)
+    answer: AnswerSpec = Field(default_factory=AnswerSpec)
+    clone: CloneSide
+    real: RealSide = Field(default_factory=RealSide)
+    judge: JudgeSpec
+    golden: list[PlanStep] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _placeholders_declared(self) -> Task:
+        known = set(self.params) | {f"{n}_date" for n in self.params} | {f"{n}_md" for n in self.params}
+        used: set[str] = placeholders(self.instruction)
+        for step in self.golden:
+            for s in step.strings():
+                used |= {p.split(".")[0] for p in placeholders(s)}
+        for s in _strings_in(self.clone.verifier.args):
+            used |= {p.split(".")[0] for p in placeholders(s)}
+        for check in self.real.checks:
+            for s in check.selector.model_dump().values():
+                if isinstance(s, str):
+                    used |= placeholders(s)
+        unknown = sorted(used - known)
+        if unknown:
+            raise ValueError(
+                f"placeholders {unknown} are not declared in params (declared: {sorted(self.params) or 'none'})"
+            )
+        if self.answer.type is not AnswerType.NONE and not any(s.answer is not None for s in self.golden):
+            raise ValueError("the task expects an answer but its golden plan never answers")
+        return self
+
+    def instantiate(self, seed: int, today: date) -> TaskInstance:
+        """Sample parameters from a generator seeded by (task id, seed); resolve dates against `today`."""
+        digest = hashlib.sha256(f"{self.id}:{seed}".encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        values: dict[str, Any] = {}
+        for name, spec in self.params.items():
+            raw = spec.sample(rng)
+            if isinstance(spec, RelativeDateParam):
+                resolved = dates.resolve(str(raw), today)
+                values[name] = resolved.phrase
+                values[f"{name}_date"] = resolved.iso
+                values[f"{name}_md"] = resolved.month_day
+            else:
+                values[name] = raw
+        return TaskInstance(
+            task=self,
+            seed=seed,
+            params=values,
+            instruction=render(self.instruction, values),
+        )
+
+
+def _strings_in(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings_in(v)
+
+
+class TaskInstance(BaseModel):
+    """A task with sampled parameters: what one episode runs."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    task: Task
+    seed: int
+    params: dict[str, Any]
+    instruction: str
+
+    @property
+    def verifier_args(self) -> dict[str, Any]:
+        return {**self.params, **render_value(self.task.clone.verifier.args, self.params)}
+
+    def boundary(self) -> list[Selector]:
+        return [s.format(self.params) for s in self.task.real.boundary]
+
+
+class RealApp(_Strict):
+    package: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$")
+    name: str
+    version: str | None = None
+    forbidden: list[Selector] = Field(default_factory=list)
+    logged_in_probe: Selector | None = None
+
+
+class PackPolicy(_Strict):
+    """Pack-wide safety rules that check-pack enforces."""
+
+    money_moving: bool = False
+    require_boundary_tags: list[str] = Field(default_factory=list)
+
+
+class TaskPack(_Strict):
+    app: str = Field(min_length=1)
+    clone: str = Field(min_length=1)
+    title: str = ""
+    version: int = 1
+    real_app: RealApp
+    policy: PackPolicy = Field(default_factory=PackPolicy)
+    tasks: list[Task] = Field(min_length=1)
+    path: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> TaskPack:
+        seen: set[str] = set()
+        dupes = [t.id for t in self.tasks if t.id in seen or seen.add(t.id)]  # type: ignore[func-returns-value]
+        if dupes:
+            raise ValueError(f"duplicate task ids: {sorted(set(dupes))}")
+        return self
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise ConfigError(
+            f"pack {self.app!r} has no task {task_id!r}", hint="run `realbench check-pack` to list tasks"
+        )
+
+    def package_for(self, task: Task) -> str:
+        return task.real.package or self.real_app.package
+
+
+# --- loading and checking ----------------------------------------------------------------------
+
+
+def _problems_from(exc: ValidationError, raw: dict[str, Any]) -> list[PackProblem]:
+    problems: list[PackProblem] = []
+    tasks = raw.get("tasks") if isinstance(raw, dict) else None
+    for err in exc.errors():
+        loc = list(err["loc"])
+        task_id: str | None = None
+        if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int):
+            idx = loc[1]
+            if isinstance(tasks, list) and idx < len(tasks) and isinstance(tasks[idx], dict):
+                task_id = str(tasks[idx].get("id", f"#{idx}"))
+            else:
+                task_id = f"#{idx}"
+            loc = loc[2:]
+        # drop discriminator tags pydantic inserts (e.g. 'choice') so the path reads as written
+        parts = [
+            str(p)
+            for p in loc
+            if not (
+                isinstance(p, str)
+                and p in ("choice", "int", "relative_date", "str", "TypeStep", "ReadAnswer")
+            )
+        ]
+        field = ".".join(parts) or "(task)"
+        problems.append(PackProblem(task_id, field, err["msg"]))
+    return problems
+
+
+def parse_pack(raw: Any, path: str = "<memory>") -> TaskPack:
+    if not isinstance(raw, dict):
+        raise PackError(
+            path,
+            [
+                PackProblem(
+                    None, "(file)", "a pack must be a YAML mapping with app, clone, real_app and tasks"
+                )
+            ],
+        )
+    try:
+        pack = TaskPack.model_validate(raw)
+    except ValidationError as exc:
+        raise PackError(path, _problems_from(exc, raw)) from None
+    pack.path = path
+    return pack
+
+
+def pack_file(path: str | Path) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "pack.yaml"
+    return p
+
+
+def load_pack(path: str | Path) -> TaskPack:
+    """Load `taskpacks/<app>/pack.yaml` (or a directory holding one)."""
+    p = pack_file(path)
+    if not p.exists():
+        raise ConfigError(
+            f"no task pack at {p}", hint="pass a pack.yaml or a folder under taskpacks/ that holds one"
+        )
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "unknown line"
+        raise PackError(
+            str(p), [PackProblem(None, f"(yaml {where})", str(getattr(exc, "problem", exc)))]
+        ) from None
+    return parse_pack(raw, str(p))
+
+
+VerifierLookup = Callable[[str, str], bool]
+
+
+def check_pack(
+    pack: TaskPack,
+    *,
+    has_clone: Callable[[str], bool] | None = None,
+    has_verifier: VerifierLookup | None = None,
+    has_side_effect_check: VerifierLookup | None = None,
+) -> list[PackProblem]:
+    """Cross-field checks that need more than the schema: registered names and safety rules.
+
+    `has_clone(name)` and `has_verifier(clone, name)` come from the clone registry (the CLI wires
+    them); without them only the pack-internal rules run.
+    """
+    problems: list[PackProblem] = []
+    if has_clone is not None and not has_clone(pack.clone):
+        problems.append(PackProblem(None, "clone", f"no clone named {pack.clone!r} is registered"))
+        has_verifier = None
+    forbidden = pack.real_app.forbidden
+    for task in pack.tasks:
+        if has_verifier is not None and not has_verifier(pack.clone, task.clone.verifier.name):
+            problems.append(
+                PackProblem(
+                    task.id,
+                    "clone.verifier.name",
+                    f"clone {pack.clone!r} has no verifier {task.clone.verifier.name!r}",
+                )
+            )
+        if has_side_effect_check is not None:
+            for i, name in enumerate(task.clone.side_effect_checks):
+                if not has_side_effect_check(pack.clone, name):
+                    problems.append(
+                        PackProblem(
+                            task.id,
+                            f"clone.side_effect_checks.{i}",
+                            f"clone {pack.clone!r} has no side-effect check {name!r}",
+                        )
+                    )
+        problems += _boundary_problems(pack, task, forbidden)
+    return problems
+
+
+def _same_control(a: Selector, b: Selector) -> bool:
+    keys = ("text", "text_contains", "text_regex", "resource_id", "content_desc")
+    da, db = a.model_dump(), b.model_dump()
+    return any(da[k] is not None and da[k] == db[k] for k in keys)
+
+
+def _boundary_problems(pack: TaskPack, task: Task, forbidden: list[Selector]) -> list[PackProblem]:
+    """A plan may reach a commit boundary only as its last action; checks never target one."""
+    problems: list[PackProblem] = []
+    stops = list(task.real.boundary) + list(forbidden)
+    for i, step in enumerate(task.golden):
+        for sel in step.selectors():
+            if step.scroll_to is not None:
+                continue
+            if any(_same_control(sel, b) for b in stops):
+                later = [
+                    s
+                    for s in task.golden[i + 1 :]
+                    if s.terminate is None and s.answer is None and s.wait is None
+                ]
+                if later:
+                    problems.append(
+                        PackProblem(
+                            task.id,
+                            f"golden.{i}",
+                            "the plan goes past a commit boundary: a step that crosses it must be the last action",
+                        )
+                    )
+                if not any(_same_control(sel, b) for b in task.real.boundary):
+                    problems.append(
+                        PackProblem(
+                            task.id,
+                            f"golden.{i}",
+                            f"the plan taps an always-forbidden control {sel}, which is not declared in real.boundary",
+                        )
+                    )
+    for i, note in enumerate(task.real.setup):
+        for b in stops:
+            label = b.text or b.text_contains or ""
+            if label and label in note:
+                problems.append(
+                    PackProblem(
+                        task.id,
+                        f"real.setup.{i}",
+                        f"real-app setup mentions the commit-boundary control {label!r}",
+                    )
+                )
+    tags = set(task.tags) & set(pack.policy.require_boundary_tags)
+    if tags and not task.real.boundary:
+        problems.append(
+            PackProblem(
+                task.id,
+                "real.boundary",
+                f"tasks tagged {sorted(tags)} move money or commit orders and must declare a commit boundary",
+            )
+        )
+    return problems
