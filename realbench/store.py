@@ -103,6 +103,20 @@ class RunStore:
                 hint="the file is damaged or not a realbench store",
             ) from None
         self._db.row_factory = sqlite3.Row
+        self._sweep_interrupted_writes()
+
+    def _sweep_interrupted_writes(self) -> None:
+        """Remove episode folders half-written by a process that no longer runs (killed mid-write)."""
+        for tmp in (self.root / "episodes").glob("*/*.tmp*-*"):
+            pid_text = tmp.name.rsplit(".tmp", 1)[-1].split("-", 1)[0]
+            if not pid_text.isdigit():
+                continue
+            try:
+                os.kill(int(pid_text), 0)
+            except ProcessLookupError:
+                shutil.rmtree(tmp, ignore_errors=True)
+            except PermissionError:
+                continue
 
     def close(self) -> None:
         with self._lock:

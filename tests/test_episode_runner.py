@@ -181,3 +181,16 @@ def test_golden_type_into_taps_then_types():
     first = agent.act(obs, []).action
     second = agent.act(obs, []).action
     assert isinstance(first, Click) and second == Type(text="北京")
+
+
+def test_half_written_episode_of_a_dead_process_is_swept(tmp_path):
+    store = RunStore(tmp_path)
+    store.ensure_run("r", pack="scripted", app="scripted", agent="golden", target="clone", config={})
+    store.close()
+    dead = tmp_path / "episodes" / "r" / "submit-s0-r0-a0.tmp999999999-1"
+    dead.mkdir(parents=True)
+    (dead / "steps.jsonl").write_text("{}")
+    alive = tmp_path / "episodes" / "r" / f"submit-s1-r1-a0.tmp{__import__('os').getpid()}-1"
+    alive.mkdir()
+    RunStore(tmp_path)
+    assert not dead.exists() and alive.exists()

@@ -1,0 +1,33 @@
+"""Conformance checks over every registered item: packs, clones (devices: see the browser/farm tiers)."""
+
+from pathlib import Path
+
+import pytest
+
+from clones.base import clone_names, get_clone
+from clones.conformance import check_clone
+from realbench.taskpack import check_pack, load_pack
+
+PACKS = sorted(Path(__file__).resolve().parent.parent.glob("taskpacks/*/pack.yaml"))
+
+
+def test_there_is_something_to_check():
+    assert PACKS, "no task packs found under taskpacks/"
+    assert clone_names(), "no clones registered"
+
+
+@pytest.mark.parametrize("path", PACKS, ids=lambda p: p.parent.name)
+def test_every_pack_conforms(path):
+    pack = load_pack(path)
+    problems = check_pack(
+        pack,
+        has_clone=lambda n: n in clone_names(),
+        has_verifier=lambda c, n: n in get_clone(c).verifiers,
+        has_side_effect_check=lambda c, n: n in get_clone(c).side_effect_checks,
+    )
+    assert problems == []
+
+
+@pytest.mark.parametrize("name", clone_names())
+def test_every_clone_conforms(name):
+    assert check_clone(get_clone(name)) == []
