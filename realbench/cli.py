@@ -110,19 +110,40 @@ def run_cmd(
     agent: AgentOption = "golden",
     repeats: Annotated[int, typer.Option("--repeats", min=1, help="Runs per task")] = 1,
     seed: Annotated[int, typer.Option("--seed", help="Seed of repeat 0 (repeat r uses seed+r)")] = 0,
-    tasks: Annotated[str | None, typer.Option("--tasks", help="Comma-separated task ids, or @FILE (a signal-task list)")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel headless clone environments")] = 1,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Name of the run inside the store (default AGENT@TARGET)")] = None,
-    rig: Annotated[Path | None, typer.Option("--rig", help="Rig file for phone targets (rigs/*.yaml)")] = None,
+    tasks: Annotated[
+        str | None, typer.Option("--tasks", help="Comma-separated task ids, or @FILE (a signal-task list)")
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Parallel headless clone environments")
+    ] = 1,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Name of the run inside the store (default AGENT@TARGET)")
+    ] = None,
+    rig: Annotated[
+        Path | None, typer.Option("--rig", help="Rig file for phone targets (rigs/*.yaml)")
+    ] = None,
     scheduler: Annotated[str, typer.Option("--scheduler", help="local | ray (phone targets)")] = "local",
-    server_url: Annotated[str | None, typer.Option("--server-url", help="Use a running clone server instead of an in-process one")] = None,
-    drift: Annotated[str | None, typer.Option("--drift", help="Drift profile for clone targets (none, mild, heavy)")] = None,
-    scale: Annotated[float, typer.Option("--scale", help="Device pixel ratio of headless clones (2.625 ≈ 1080×2400)")] = 2.625,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (--agent openai)")] = None,
+    server_url: Annotated[
+        str | None,
+        typer.Option("--server-url", help="Use a running clone server instead of an in-process one"),
+    ] = None,
+    drift: Annotated[
+        str | None, typer.Option("--drift", help="Drift profile for clone targets (none, mild, heavy)")
+    ] = None,
+    scale: Annotated[
+        float, typer.Option("--scale", help="Device pixel ratio of headless clones (2.625 ≈ 1080×2400)")
+    ] = 2.625,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (--agent openai)")
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model name at the endpoint")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="qwen-mobile | ui-tars | json")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="Environment variable holding the API key")] = None,
-    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, help="Attempts per episode when the device fails")] = 3,
+    api_key_env: Annotated[
+        str | None, typer.Option("--api-key-env", help="Environment variable holding the API key")
+    ] = None,
+    max_attempts: Annotated[
+        int, typer.Option("--max-attempts", min=1, help="Attempts per episode when the device fails")
+    ] = 3,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Run a task pack on a target with an agent; writes DIR/summary.json. Re-running resumes."""
@@ -227,12 +248,425 @@ def clone_stats_cmd(
         raise typer.Exit(code=1)
 
 
+@app.command("serve")
+def serve_cmd(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one)")] = 8765,
+) -> None:
+    """Run the clone server: many sessions of every clone, pages at /s/<session>, JSON API at /api."""
+    from clones.server import serve
+
+    serve(host, port, announce=lambda url: console.print(f"clone server at {url}", soft_wrap=True))
+
+
+@app.command("rollout-service")
+def rollout_service_cmd(
+    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one)")] = 8770,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Environment workers (one browser each)")] = 2,
+    backend: Annotated[str, typer.Option("--backend", help="process (local) or ray (a Ray cluster)")] = "process",
+    ray_address: Annotated[
+        str | None, typer.Option("--ray-address", help="Ray cluster address (default: start a local one)")
+    ] = None,
+) -> None:
+    """Serve clone environments to RL trainers over HTTP (create/reset/step/snapshot/restore; see docs/rl.md)."""
+    from devices.rl.service import serve_rollouts
+
+    serve_rollouts(host=host, port=port, workers=workers, backend=backend, ray_address=ray_address)
+
+
+vphone_app = typer.Typer(
+    help="Virtual phones (a test rig speaking ADB/uiautomator2, not phones): up, down, ls.",
+    no_args_is_help=True,
+)
+app.add_typer(vphone_app, name="vphone")
+
+
+@vphone_app.command("up")
+def vphone_up_cmd(
+    n: Annotated[int, typer.Option("-n", "--n", help="How many phones.")] = 1,
+    drift: Annotated[
+        str, typer.Option(help="Drift profile of the app clones (none, mild, heavy, relabel).")
+    ] = "none",
+    apps: Annotated[
+        list[str] | None, typer.Option("--apps", help="App packages to install (default: all cloned apps).")
+    ] = None,
+    screens: Annotated[
+        str, typer.Option(help="App screens: clone (Chromium), static (PIL placeholder) or auto.")
+    ] = "auto",
+    profile: Annotated[
+        str | None, typer.Option(help="Device profile from devices/profiles (default generic-1080x2400).")
+    ] = None,
+    adb_port: Annotated[
+        int | None, typer.Option(help="adb server port (default: $ANDROID_ADB_SERVER_PORT or 5037).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Start virtual phones in a background process, `adb connect` them and print their serials."""
+    import json
+
+    from devices.virtual.cli import up
+
+    record = up(n, drift=drift, apps=apps, screens=screens, profile=profile, adb_port=adb_port)
+    if as_json:
+        print(json.dumps(record, ensure_ascii=False))
+        return
+    for phone in record["phones"]:
+        print(phone["serial"])
+    err_console.print(
+        f"virtual phones (device_kind virtual-phone), host pid {record['pid']}, control {record['control_url']}"
+    )
+
+
+@vphone_app.command("down")
+def vphone_down_cmd() -> None:
+    """Disconnect and stop every virtual phone `vphone up` started."""
+    from devices.virtual.cli import down
+
+    hosts = down()
+    err_console.print(
+        f"stopped {sum(len(h['phones']) for h in hosts)} virtual phone(s) in {len(hosts)} host process(es)"
+    )
+
+
+@vphone_app.command("ls")
+def vphone_ls_cmd(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the virtual phones `vphone up` started, with liveness and foreground app."""
+    import json
+
+    from devices.virtual.cli import ls
+
+    hosts = ls()
+    if as_json:
+        print(json.dumps(hosts, ensure_ascii=False))
+        return
+    for host in hosts:
+        console.print(
+            f"host pid {host['pid']} ({'alive' if host['alive'] else 'dead'}) control {host['control_url']}"
+        )
+        for phone in host["phones"]:
+            console.print(
+                f"  {phone['serial']}  {phone['name']}  drift={phone['drift']}  alive={phone['alive']}  foreground={phone['foreground']}",
+                soft_wrap=True,
+            )
+
+
+@app.command("devices")
+def devices_cmd(
+    rig: Annotated[Path, typer.Option("--rig", help="Rig file (rigs/*.yaml)")],
+    check: Annotated[
+        bool, typer.Option("--check/--no-check", help="Connect and health-check each free phone")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """The rig's phones: serial, model, health, app versions, leased / quarantined, flake rate."""
+    import json
+
+    from devices.farm.commands import device_rows, render_table
+    from devices.rig import load_rig
+
+    loaded = load_rig(rig)
+    rows = device_rows(loaded, check=check)
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    console.print(render_table(loaded.name, rows))
+
+
+@app.command("select")
+def select_cmd(
+    clone: Annotated[
+        list[Path], typer.Option("--clone", help="Clone run stores, or one tidy table (.csv/.parquet)")
+    ],
+    base: Annotated[str, typer.Option("--base", help="Base model name")],
+    trained: Annotated[str, typer.Option("--trained", help="Clone-trained model name")],
+    budget_hours: Annotated[float, typer.Option("--budget-hours", help="Device-hour budget")],
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Device runs per task and model")] = 3,
+    episode_seconds: Annotated[
+        float | None, typer.Option("--episode-seconds", help="Episode length (default: from the runs)")
+    ] = None,
+    allocation: Annotated[str, typer.Option("--allocation", help="neyman | proportional")] = "neyman",
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="Level of the gain/loss test that defines strata")
+    ] = 0.1,
+    replay_k: Annotated[
+        int, typer.Option("--replay-k", min=1, help="Replays per trace in the reproducibility screen")
+    ] = 3,
+    replayer: Annotated[
+        str | None,
+        typer.Option("--replayer", help="module:factory of a clone replayer (screen skipped without)"),
+    ] = None,
+    replay_pack: Annotated[
+        Path | None,
+        typer.Option("--replay-pack", help="Replay recorded traces on this pack's headless clone (the screen)"),
+    ] = None,
+    controls: Annotated[
+        int, typer.Option("--controls", min=0, help="At least this many stable-failure controls (both-fail)")
+    ] = 0,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the signal-task list (.json or .yaml)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Stratify tasks by clone outcomes, screen reproducibility, allocate the device budget."""
+    from contextlib import ExitStack
+
+    from analysis.commands import select_command
+
+    with ExitStack() as stack:
+        chosen: object = replayer
+        if replay_pack is not None:
+            from devices.replay import CloneReplayer
+
+            chosen = stack.enter_context(CloneReplayer(replay_pack))
+        select_command(
+            clone,
+            base=base,
+            trained=trained,
+            budget_hours=budget_hours,
+            runs=runs,
+            episode_seconds=episode_seconds,
+            allocation=allocation,
+            alpha=alpha,
+            replay_k=replay_k,
+            replayer=chosen,  # type: ignore[arg-type]
+            controls=controls,
+            seed=seed,
+            out=out,
+            as_json=as_json,
+            console=console,
+        )
+
+
+@app.command("audit")
+def audit_cmd(
+    runs: Annotated[list[Path] | None, typer.Argument(help="Run stores with judge verdicts")] = None,
+    table: Annotated[
+        Path | None, typer.Option("--table", help="Tidy table: task, model, judge, truth, verdict, steps")
+    ] = None,
+    sampled_by_verdict: Annotated[
+        bool, typer.Option("--sampled-by-verdict", help="Validation drawn by judge verdict: double sampling")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections."""
+    from analysis.commands import audit_command
+
+    inputs = [table] if table is not None else list(runs or [])
+    audit_command(inputs, sampled_by_verdict=sampled_by_verdict, seed=seed, as_json=as_json, console=console)
+
+
+@app.command("retention")
+def retention_cmd(
+    base: Annotated[str, typer.Option("--base", help="Base model name")],
+    trained: Annotated[str, typer.Option("--trained", help="Clone-trained model name")],
+    table: Annotated[
+        Path | None, typer.Option("--table", help="Tidy table: task, stratum, model, env, run, success")
+    ] = None,
+    clone: Annotated[list[Path] | None, typer.Option("--clone", help="Clone-side run stores")] = None,
+    real: Annotated[list[Path] | None, typer.Option("--real", help="Device-side run stores")] = None,
+    population: Annotated[
+        str | None, typer.Option("--population", help="Stratum sizes for R_pop: gain=20,loss=5,...")
+    ] = None,
+    tasks: Annotated[
+        Path | None,
+        typer.Option("--tasks", help="Signal-task list from `realbench select` (strata, population)"),
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="Judge whose verdicts score real episodes")
+    ] = None,
+    clone_env: Annotated[str, typer.Option("--clone-env", help="env value of the clone side")] = "clone",
+    real_env: Annotated[
+        str, typer.Option("--real-env", help="env value of the device side (real or clone-on-phone)")
+    ] = "real",
+    resamples: Annotated[
+        int, typer.Option("--resamples", min=0, help="Bootstrap resamples (0 = none)")
+    ] = 10_000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Gain retention R = mean device gain / mean clone gain with Fieller, delta and BCa intervals."""
+    from analysis.commands import retention_command
+
+    retention_command(
+        table=table,
+        clone=clone or [],
+        real=real or [],
+        base=base,
+        trained=trained,
+        population=population,
+        tasks=tasks,
+        judge=judge,
+        clone_env=clone_env,
+        real_env=real_env,
+        resamples=resamples,
+        seed=seed,
+        as_json=as_json,
+        console=console,
+    )
+
+
+@app.command("report")
+def report_cmd(
+    runs: Annotated[list[Path], typer.Argument(help="Run stores (clone and device runs)")],
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write")] = Path("report.html"),
+    base: Annotated[str | None, typer.Option("--base", help="Base model (for gains and retention)")] = None,
+    trained: Annotated[str | None, typer.Option("--trained", help="Clone-trained model")] = None,
+    tasks: Annotated[
+        Path | None, typer.Option("--tasks", help="Signal-task list from `realbench select`")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="Judge whose verdicts score real episodes")
+    ] = None,
+    resamples: Annotated[int, typer.Option("--resamples", min=0)] = 10_000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+) -> None:
+    """Write one self-contained HTML report with plots and a side-by-side clone/real replay viewer."""
+    from analysis.commands import report_command
+
+    report_command(
+        runs,
+        out=out,
+        base=base,
+        trained=trained,
+        tasks=tasks,
+        judge=judge,
+        resamples=resamples,
+        seed=seed,
+        console=console,
+    )
+
+
+@app.command("judge")
+def judge_cmd(
+    rundir: Annotated[Path, typer.Argument(help="Run-store folder (the --out of `realbench run`)")],
+    judges: Annotated[list[str], typer.Option("--judge", help="NAME=URL,MODEL (repeat for several judges)")],
+    pack: Annotated[
+        Path | None, typer.Option("--pack", help="Task pack (default: the one the run recorded)")
+    ] = None,
+    run_ids: Annotated[
+        list[str] | None, typer.Option("--run-id", help="Only these runs of the store")
+    ] = None,
+    targets: Annotated[
+        list[str] | None,
+        typer.Option("--target", help="Only episodes on these targets (clone, clone-on-phone, real)"),
+    ] = None,
+    images: Annotated[int, typer.Option("--images", min=1, help="Screenshots shown to the judge")] = 3,
+    sampling: Annotated[str, typer.Option("--sampling", help="last | uniform")] = "last",
+    api_key_env: Annotated[
+        str | None, typer.Option("--api-key-env", help="Environment variable holding the API key")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes judged at once")] = 8,
+    cache: Annotated[
+        bool, typer.Option("--cache/--no-cache", help="Reuse verdicts cached in RUNDIR/judge_cache")
+    ] = True,
+) -> None:
+    """Judge a run's episodes: deterministic checks first, then each VLM judge; verdicts go into the store."""
+    import json
+
+    from realbench.judge.commands import judge_run
+
+    summary = judge_run(
+        rundir,
+        judges,
+        pack_path=pack,
+        run_ids=run_ids,
+        targets=targets,
+        images=images,
+        sampling=sampling,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        use_cache=cache,
+    )
+    console.print_json(json.dumps(summary))
+
+
+@app.command("serve-model")
+def serve_model_cmd(
+    model: Annotated[
+        str | None, typer.Argument(help="Checkpoint folder or hub id (not needed with --check)")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="Served model name (what --model refers to)")
+    ] = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8000,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs")] = 1,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", help="CUDA_VISIBLE_DEVICES for this server, e.g. 0 or 2,3")
+    ] = None,
+    max_model_len: Annotated[int, typer.Option("--max-model-len")] = 32768,
+    max_images: Annotated[int, typer.Option("--max-images", help="Images per prompt")] = 5,
+    max_pixels: Annotated[int | None, typer.Option("--max-pixels", help="Pixel budget per image")] = None,
+    gpu_mem: Annotated[float, typer.Option("--gpu-mem", help="Fraction of GPU memory vLLM may use")] = 0.90,
+    tools: Annotated[
+        bool, typer.Option("--tools", help="Return <tool_call> replies as structured tool calls")
+    ] = False,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="Environment variable holding the key clients must send"),
+    ] = None,
+    log_file: Annotated[Path, typer.Option("--log", help="Server log file")] = Path("out/vllm.log"),
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the server to be ready")
+    ] = 900.0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the vllm command and exit")] = False,
+    check: Annotated[
+        str | None, typer.Option("--check", help="Only check that the endpoint URL answers")
+    ] = None,
+) -> None:
+    """Serve a Qwen-VL-class checkpoint with vLLM (OpenAI-compatible), or check an endpoint is up."""
+    import shlex
+
+    from realbench.agents.images import ImagePolicy
+    from realbench.agents.serve import ServeConfig, list_models, serve_model, vllm_command
+    from realbench.errors import ConfigError
+
+    if check is not None:
+        models = list_models(check)
+        console.print(f"[green]up[/] {check}: {', '.join(models) or '(no models listed)'}")
+        return
+    if model is None:
+        raise ConfigError(
+            "serve-model needs a MODEL (or --check URL)",
+            hint="e.g. realbench serve-model /ckpt/base --name base",
+        )
+    cfg = ServeConfig(
+        model=model,
+        served_name=name,
+        host=host,
+        port=port,
+        tensor_parallel=tp,
+        gpus=gpus,
+        max_model_len=max_model_len,
+        max_images=max_images,
+        max_pixels=max_pixels or ImagePolicy().max_pixels,
+        gpu_memory_utilization=gpu_mem,
+        tools=tools,
+        api_key_env=api_key_env,
+    )
+    if dry_run:
+        prefix = f"CUDA_VISIBLE_DEVICES={gpus} " if gpus else ""
+        console.print(prefix + shlex.join(vllm_command(cfg)), highlight=False, soft_wrap=True)
+        return
+
+    def ready(info: dict[str, object]) -> None:
+        console.print(
+            f"[green]ready[/] {info['base_url']} serving {info['models']} (log: {info['log']}); Ctrl-C stops it"
+        )
+
+    serve_model(cfg, log_path=log_file, ready_timeout_s=timeout, on_ready=ready)
+
+
 def run() -> None:
     """Entry point that maps realbench errors to clean messages (used by `python -m realbench`)."""
     try:
         app()
     except RealbenchError as exc:
-        raise fail(exc) from None
+        # outside the typer app a typer.Exit is not caught any more: exit with its code directly
+        sys.exit(fail(exc).exit_code)
 
 
 if __name__ == "__main__":

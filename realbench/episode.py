@@ -16,7 +16,7 @@ from realbench.actions import Action, Answer, Terminate, Wait, action_to_dict
 from realbench.agent import Agent, HistoryItem
 from realbench.boundary import boundary_hit
 from realbench.device import Target
-from realbench.errors import DeviceError, ModelError, RealbenchError
+from realbench.errors import BoundaryBlocked, DeviceError, ModelError, RealbenchError
 from realbench.hierarchy import Hierarchy
 from realbench.observation import ImageFormat, Observation
 from realbench.outcome import EndReason, Outcome, Verdict
@@ -96,8 +96,8 @@ def _decide(end: EndReason, verdict: Verdict | None) -> Outcome:
     if end is EndReason.STEP_BUDGET:
         return Outcome.STEP_BUDGET
     if verdict is None:
-        # Real apps: nothing programmatic decides; checks and judges label it later.
-        return Outcome.BOUNDARY_REACHED if end is EndReason.BOUNDARY else Outcome.FAILURE
+        # Real apps: nothing programmatic decides; checks, judges and labels decide later.
+        return Outcome.BOUNDARY_REACHED if end is EndReason.BOUNDARY else Outcome.UNVERIFIED
     return Outcome.FAILURE
 
 
@@ -196,7 +196,13 @@ def run_episode(
                     _act(device, action, step)
                 end = EndReason.BOUNDARY
                 break
-            _act(device, action, step)
+            try:
+                _act(device, action, step)
+            except BoundaryBlocked as exc:
+                # The farm's interlock saw a commit control on the fresh screen: nothing was sent.
+                step.boundary = f"interlock: {exc.control or exc.message}"
+                end = EndReason.BOUNDARY
+                break
         else:
             end = EndReason.STEP_BUDGET
         final = device.observe()

@@ -14,6 +14,10 @@ class Outcome(StrEnum):
     STEP_BUDGET = "step_budget"
     FORMAT_ERROR = "format_error"
     ENV_INVALID = "env_invalid"
+    # Ended by answer/terminate where nothing programmatic can decide (a real app): real-side
+    # checks, judges and human labels decide later. Distinct from `failure` so that no summary
+    # counts an unjudged real-phone episode as an agent failure.
+    UNVERIFIED = "unverified"
 
     @property
     def scored(self) -> bool:
@@ -39,6 +43,10 @@ class VerdictSource(StrEnum):
     HUMAN = "human"
 
 
+# Which verdict decides an episode when several exist: ground truth first, the judge last.
+DECISION_ORDER = (VerdictSource.HUMAN, VerdictSource.VERIFIER, VerdictSource.CHECKS, VerdictSource.JUDGE)
+
+
 class Verdict(BaseModel):
     """A decision on one episode. `abstained` marks a judge that could not decide (never guessed)."""
 
@@ -54,6 +62,16 @@ class Verdict(BaseModel):
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     raw: str | None = None
     tokens: int | None = None
+    cost_usd: float | None = Field(default=None, ge=0.0)
+
+    @classmethod
+    def decide(cls, verdicts: list[Verdict]) -> Verdict | None:
+        """The deciding verdict among several (see DECISION_ORDER); abstentions never decide."""
+        for source in DECISION_ORDER:
+            for v in reversed(verdicts):
+                if v.source is source and not v.abstained:
+                    return v
+        return None
 
     @classmethod
     def fail(cls, reason: str, *, progress: float = 0.0, side_effects: list[str] | None = None) -> Verdict:

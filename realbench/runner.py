@@ -93,13 +93,19 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
     outcomes: Counter[str] = Counter(str(o) for outs in attempts.values() for o in outs)
     tasks: dict[str, dict[str, int]] = {}
     scored = successes = aborted = 0
+    decided = store.decisions(run_id)
+    undecided = 0
     for key, outs in sorted(attempts.items(), key=lambda kv: (kv[0].task, kv[0].seed, kv[0].repeat)):
-        entry = tasks.setdefault(key.task, {"episodes": 0, "successes": 0, "aborted": 0})
+        entry = tasks.setdefault(key.task, {"episodes": 0, "successes": 0, "aborted": 0, "undecided": 0})
         final = outs[-1]
         if final.scored:
             scored += 1
             entry["episodes"] += 1
-            if final is Outcome.SUCCESS:
+            verdict = decided.get(key)
+            if verdict is None:
+                undecided += 1
+                entry["undecided"] += 1
+            elif verdict.success:
                 successes += 1
                 entry["successes"] += 1
         else:
@@ -125,7 +131,8 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         "pack": meta.get("pack"),
         "episodes": scored,
         "successes": successes,
-        "success_rate": successes / scored if scored else None,
+        "success_rate": successes / (scored - undecided) if scored > undecided else None,
+        "undecided": undecided,
         "aborted": aborted,
         "attempts": total_attempts,
         "abort_rate": outcomes.get(str(Outcome.ENV_INVALID), 0) / total_attempts if total_attempts else 0.0,

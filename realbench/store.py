@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE TABLE IF NOT EXISTS verdicts (
     id INTEGER PRIMARY KEY AUTOINCREMENT, episode_id TEXT NOT NULL, source TEXT NOT NULL,
     name TEXT, success INTEGER, abstained INTEGER, progress REAL, reason TEXT, confidence REAL,
-    tokens INTEGER, raw TEXT, side_effects TEXT, created REAL
+    tokens INTEGER, raw TEXT, side_effects TEXT, created REAL, cost_usd REAL
 );
 CREATE INDEX IF NOT EXISTS verdicts_by_episode ON verdicts(episode_id);
 """
@@ -329,7 +329,7 @@ class RunStore:
 
     def _insert_verdict(self, db: sqlite3.Connection, episode_id: str, v: Verdict) -> None:
         db.execute(
-            "INSERT INTO verdicts (episode_id, source, name, success, abstained, progress, reason, confidence, tokens, raw, side_effects, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO verdicts (episode_id, source, name, success, abstained, progress, reason, confidence, tokens, raw, side_effects, created, cost_usd) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 episode_id,
                 str(v.source),
@@ -343,6 +343,7 @@ class RunStore:
                 v.raw,
                 json.dumps(v.side_effects, ensure_ascii=False),
                 time.time(),
+                v.cost_usd,
             ),
         )
 
@@ -366,6 +367,44 @@ class RunStore:
 
     # --- reading ------------------------------------------------------------------------------
 
+    def decisions(self, run_id: str) -> dict[EpisodeKey, Verdict]:
+        """The deciding verdict (Verdict.decide) of the last attempt of each planned episode."""
+        rows = self._query(
+            "SELECT e.task, e.seed, e.repeat, e.attempt, v.* FROM episodes e JOIN verdicts v ON v.episode_id = e.episode_id "
+            "WHERE e.run_id=? ORDER BY e.attempt, v.id",
+            [run_id],
+        )
+        by_key: dict[EpisodeKey, tuple[int, list[Verdict]]] = {}
+        for row in rows:
+            key = EpisodeKey(row["task"], row["seed"], row["repeat"])
+            attempt, verdicts = by_key.get(key, (-1, []))
+            if row["attempt"] > attempt:
+                attempt, verdicts = row["attempt"], []
+            verdicts.append(self._verdict(row))
+            by_key[key] = (attempt, verdicts)
+        out: dict[EpisodeKey, Verdict] = {}
+        for key, (_, verdicts) in by_key.items():
+            decided = Verdict.decide(verdicts)
+            if decided is not None:
+                out[key] = decided
+        return out
+
+    @staticmethod
+    def _verdict(row: sqlite3.Row) -> Verdict:
+        return Verdict(
+            success=bool(row["success"]),
+            progress=row["progress"] or 0.0,
+            side_effects=json.loads(row["side_effects"] or "[]"),
+            reason=row["reason"] or "",
+            source=VerdictSource(row["source"]),
+            name=row["name"] or "",
+            abstained=bool(row["abstained"]),
+            confidence=row["confidence"],
+            raw=row["raw"],
+            tokens=row["tokens"],
+            cost_usd=row["cost_usd"],
+        )
+
     def episode(self, episode_id: str) -> dict[str, Any]:
         rows = self._query("SELECT * FROM episodes WHERE episode_id=?", [episode_id])
         if not rows:
@@ -380,23 +419,10 @@ class RunStore:
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
     def verdicts(self, episode_id: str) -> list[Verdict]:
-        out = []
-        for row in self._query("SELECT * FROM verdicts WHERE episode_id=? ORDER BY id", [episode_id]):
-            out.append(
-                Verdict(
-                    success=bool(row["success"]),
-                    progress=row["progress"] or 0.0,
-                    side_effects=json.loads(row["side_effects"] or "[]"),
-                    reason=row["reason"] or "",
-                    source=VerdictSource(row["source"]),
-                    name=row["name"] or "",
-                    abstained=bool(row["abstained"]),
-                    confidence=row["confidence"],
-                    raw=row["raw"],
-                    tokens=row["tokens"],
-                )
-            )
-        return out
+        return [
+            self._verdict(row)
+            for row in self._query("SELECT * FROM verdicts WHERE episode_id=? ORDER BY id", [episode_id])
+        ]
 
     def episodes_frame(self, run_ids: list[str] | None = None) -> Any:
         """One row per recorded attempt (pandas). `env` is the target kind; `model` the agent name."""

@@ -8,6 +8,7 @@ task instance, never from global random state.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from enum import StrEnum
@@ -513,15 +514,40 @@ def _same_control(a: Selector, b: Selector) -> bool:
     return any(da[k] is not None and da[k] == db[k] for k in keys)
 
 
+def _may_hit(step: Selector, stop: Selector) -> bool:
+    """Could a plan selector land on the stop control? Looser than `_same_control`: a substring or
+    pattern that also matches the stop's label counts (money-moving packs use it, so a plan cannot
+    slip past '确认转账' by tapping text_contains '确认')."""
+    if _same_control(step, stop):
+        return True
+    labels = [t for t in (stop.text, stop.text_contains) if t]
+    if step.text_contains is not None and any(step.text_contains in t for t in labels):
+        return True
+    if step.text_regex is not None and any(re.search(step.text_regex, t) for t in labels):
+        return True
+    if step.text is not None:
+        if stop.text_contains is not None and stop.text_contains in step.text:
+            return True
+        if stop.text_regex is not None and re.search(stop.text_regex, step.text):
+            return True
+    short = lambda rid: rid.rsplit("/", 1)[-1]  # noqa: E731
+    return (
+        step.resource_id is not None
+        and stop.resource_id is not None
+        and short(step.resource_id) == short(stop.resource_id)
+    )
+
+
 def _boundary_problems(pack: TaskPack, task: Task, forbidden: list[Selector]) -> list[PackProblem]:
     """A plan may reach a commit boundary only as its last action; checks never target one."""
     problems: list[PackProblem] = []
     stops = list(task.real.boundary) + list(forbidden)
+    same = _may_hit if pack.policy.money_moving else _same_control
     for i, step in enumerate(task.golden):
         for sel in step.selectors():
             if step.scroll_to is not None:
                 continue
-            if any(_same_control(sel, b) for b in stops):
+            if any(same(sel, b) for b in stops):
                 later = [
                     s
                     for s in task.golden[i + 1 :]
@@ -563,4 +589,22 @@ def _boundary_problems(pack: TaskPack, task: Task, forbidden: list[Selector]) ->
                 f"tasks tagged {sorted(tags)} move money or commit orders and must declare a commit boundary",
             )
         )
+    if pack.policy.money_moving and tags and task.real.boundary:
+        problems += _plan_ends_at_boundary(task)
     return problems
+
+
+def _plan_ends_at_boundary(task: Task) -> list[PackProblem]:
+    """In a money-moving pack, a boundary task's plan ends by tapping its boundary: the golden run
+    then proves the boundary is reachable, and nothing (a typed password, an SMS code) follows it."""
+    actions = [s for s in task.golden if s.terminate is None and s.answer is None and s.wait is None]
+    last = actions[-1] if actions else None
+    if last is None or last.tap is None or not any(_same_control(last.tap, b) for b in task.real.boundary):
+        return [
+            PackProblem(
+                task.id,
+                f"golden.{len(task.golden) - 1}",
+                "in a money-moving pack the plan of a boundary task must end by tapping one of its real.boundary controls",
+            )
+        ]
+    return []

@@ -7,8 +7,8 @@ import pytest
 
 from realbench.actions import Click, Type
 from realbench.agent import AgentStep
-from realbench.errors import StoreError
 from realbench.episode import run_episode
+from realbench.errors import StoreError
 from realbench.golden import GoldenAgent
 from realbench.outcome import EndReason, Outcome, Verdict, VerdictSource
 from realbench.runner import LocalRunner, plan_episodes, summarize
@@ -194,3 +194,22 @@ def test_half_written_episode_of_a_dead_process_is_swept(tmp_path):
     alive.mkdir()
     RunStore(tmp_path)
     assert not dead.exists() and alive.exists()
+
+
+def test_real_episodes_stay_undecided_until_a_verdict_arrives(tmp_path):
+    store = RunStore(tmp_path)
+    store.ensure_run("r", pack="scripted", app="scripted", agent="golden", target="real", config={})
+    keys = plan_episodes(pack, task_ids=["submit", "lost"], repeats=1)
+    targets = [ScriptedTarget("phone", delivers_boundary=False)]
+    summary = LocalRunner(store, "r", pack, targets, GoldenAgent, progress=False).run(keys).data
+    assert summary["outcomes"] == {"boundary_reached": 1, "unverified": 1}
+    assert summary["undecided"] == 2 and summary["successes"] == 0 and summary["success_rate"] is None
+    frame = store.episodes_frame()
+    eid = frame[frame["task"] == "submit"]["episode_id"].iloc[0]
+    store.add_verdict(eid, Verdict(success=True, source=VerdictSource.JUDGE, name="j"))
+    store.add_verdict(eid, Verdict(success=False, source=VerdictSource.JUDGE, name="k", abstained=True, cost_usd=0.01))
+    summary = summarize(store, "r").data
+    assert summary["successes"] == 1 and summary["undecided"] == 1 and summary["success_rate"] == 1.0
+    store.add_label(eid, "alice", False)  # a human label outranks the judge
+    assert summarize(store, "r").data["successes"] == 0
+    assert store.verdicts(eid)[1].cost_usd == 0.01

@@ -1,0 +1,431 @@
+"""Implementations of `realbench select`, `audit`, `retention` and `report` (cli.py wraps them).
+
+Each takes run stores or a tidy table, prints readable rich tables, or with ``as_json`` one JSON
+object on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from analysis.audit import AuditResult, Rate, audit_table
+from analysis.retention import RatioEstimate, RetentionResult, retention_from_table
+from analysis.selection import Replayer, SelectionResult, load_replayer, select_tasks, write_task_list
+from analysis.tables import (
+    TABLE_SUFFIXES,
+    StoreSet,
+    audit_table_from_stores,
+    is_run_store,
+    load_task_list,
+    read_table,
+    retention_table_from_stores,
+    selection_table_from_stores,
+    traces_from_stores,
+)
+from realbench.errors import ConfigError
+
+
+def _emit_json(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=_json_default, allow_nan=False) + "\n")
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):
+        return obj.item()
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    return str(obj)
+
+
+def _clean(obj: Any) -> Any:
+    """Replace non-finite floats by None so the JSON is strict."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, str | bytes):
+        try:
+            return _clean(obj.item())
+        except (ValueError, AttributeError):
+            return obj
+    return obj
+
+
+def _fmt(x: float | None, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+
+
+def _ci(ci: Sequence[float] | None, pct: bool = False) -> str:
+    if ci is None:
+        return "not estimable"
+    return f"[{_fmt(ci[0], pct)}, {_fmt(ci[1], pct)}]"
+
+
+def split_inputs(paths: Sequence[Path]) -> tuple[pd.DataFrame | None, list[Path]]:
+    """One table file, or any number of run-store folders."""
+    if not paths:
+        raise ConfigError("no input given", hint="pass run-store folders or a .csv/.parquet table")
+    tables = [p for p in paths if p.suffix in TABLE_SUFFIXES]
+    if tables:
+        if len(paths) != 1:
+            raise ConfigError(
+                "pass either one table or run stores, not both", hint=f"got {[str(p) for p in paths]}"
+            )
+        return read_table(tables[0]), []
+    for p in paths:
+        if not is_run_store(p):
+            raise ConfigError(
+                f"{p} is neither a table ({', '.join(TABLE_SUFFIXES)}) nor a run store",
+                hint="pass a `realbench run` --out folder or a tidy table",
+            )
+    return None, list(paths)
+
+
+def parse_population(text: str | None) -> dict[str, int] | None:
+    """'gain=20,loss=5' → {'gain': 20, 'loss': 5}."""
+    if not text:
+        return None
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name.strip()] = int(value)
+        except ValueError:
+            raise ConfigError(
+                f"bad --population entry {part!r}",
+                hint="use stratum=count pairs, e.g. gain=20,loss=5,both-fail=30",
+            ) from None
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# select
+
+
+def select_command(
+    clone: Sequence[Path],
+    *,
+    base: str,
+    trained: str,
+    budget_hours: float,
+    runs: int = 3,
+    episode_seconds: float | None = None,
+    allocation: str = "neyman",
+    alpha: float = 0.1,
+    replay_k: int = 3,
+    replayer: str | Replayer | None = None,
+    controls: int = 0,
+    seed: int = 0,
+    out: Path | None = None,
+    as_json: bool = False,
+    console: Console | None = None,
+) -> SelectionResult:
+    table, stores = split_inputs(clone)
+    traces = None
+    rep = load_replayer(replayer) if isinstance(replayer, str) else replayer
+    if stores:
+        with StoreSet(stores) as ss:
+            table = selection_table_from_stores(ss)
+            if rep is not None:
+                traces = traces_from_stores(ss, table)
+    assert table is not None
+    result = select_tasks(
+        table,
+        base=base,
+        trained=trained,
+        budget_hours=budget_hours,
+        runs_per_model=runs,
+        episode_seconds=episode_seconds,
+        method=allocation,
+        alpha=alpha,
+        traces=traces,
+        replayer=rep,
+        replay_k=replay_k,
+        min_controls=controls,
+        seed=seed,
+    )
+    if out is not None:
+        write_task_list(result, out)
+    if as_json:
+        payload = result.to_dict()
+        payload["out"] = None if out is None else str(out)
+        _emit_json(_clean(payload))
+    else:
+        render_selection(result, console or Console(), out)
+    return result
+
+
+def render_selection(r: SelectionResult, console: Console, out: Path | None) -> None:
+    counts = r.classification["stratum"].value_counts()
+    t = Table(title=f"Clone strata ({r.base} → {r.trained})")
+    for col in ("stratum", "tasks", "after screen", "mean clone gain", "allocated", "cost h/task"):
+        t.add_column(col)
+    chosen = r.neyman if r.method == "neyman" else r.proportional
+    alloc = chosen.as_dict() if chosen is not None else {}
+    for h in ("gain", "loss", "both-pass", "both-fail", "mixed"):
+        members = r.classification[r.classification["stratum"] == h]
+        t.add_row(
+            h,
+            str(int(counts.get(h, 0))),
+            str(r.population.get(h, 0)),
+            _fmt(float(members["g_s"].mean()) if len(members) else None),
+            str(alloc.get(h, 0)),
+            _fmt(r.cost_hours.get(h)),
+        )
+    console.print(t)
+    if r.screen is not None:
+        if r.screen.ran:
+            console.print(
+                f"reproducibility screen: {len(r.screen.excluded)} excluded "
+                f"({100 * r.screen.fraction_excluded:.1f}%), k = {r.screen.k}"
+            )
+            for s in r.screen.tasks:
+                if not s.kept:
+                    console.print(f"  dropped {s.task}: {s.reason}")
+        else:
+            console.print(f"[yellow]{r.screen.note}[/]")
+    console.print(
+        f"allocation: {r.method}; {len(r.selected)} tasks, {r.planned_hours:.2f} of {r.budget_hours:g} device-hours"
+    )
+    if r.controls_false_accept_bound is not None:
+        console.print(
+            f"stable-failure controls bound the judge's false-accept rate at ≤ {r.controls_false_accept_bound:.1%}"
+        )
+    if r.power is not None:
+        p = r.power
+        console.print(
+            f"power (exact McNemar, one run per task, n = {p.n_tasks}): {p.power_one_run:.2f}; "
+            f"tasks for 80%: {p.tasks_needed_one_run}; with {p.runs_per_model} runs: {p.tasks_needed_m_runs} ({p.note})"
+        )
+    for note in r.notes:
+        console.print(f"note: {note}")
+    if out is not None:
+        console.print(f"signal-task list written to {out}")
+
+
+# --------------------------------------------------------------------------------------------
+# audit
+
+
+def audit_command(
+    inputs: Sequence[Path],
+    *,
+    sampled_by_verdict: bool = False,
+    seed: int = 0,
+    as_json: bool = False,
+    console: Console | None = None,
+) -> AuditResult:
+    table, stores = split_inputs(inputs)
+    if stores:
+        with StoreSet(stores) as ss:
+            table = audit_table_from_stores(ss)
+    assert table is not None
+    result = audit_table(table, sampled_by_verdict=sampled_by_verdict, seed=seed)
+    if as_json:
+        _emit_json(_clean(result.to_dict()))
+    else:
+        render_audit(result, console or Console())
+    return result
+
+
+def _rate_cell(r: Rate, pct: bool = True) -> str:
+    return f"{_fmt(r.value, pct)} {_ci(r.ci, pct)} ({r.k}/{r.n})" if r.n else "—"
+
+
+def render_audit(a: AuditResult, console: Console) -> None:
+    for j in a.judges:
+        c = j.metrics.confusion
+        console.rule(f"judge {j.judge}: {j.n_labelled} labelled episodes, {j.n_abstained} abstentions")
+        conf = Table(title="confusion (rows: truth)")
+        conf.add_column("")
+        conf.add_column("judge: success")
+        conf.add_column("judge: failure")
+        conf.add_row("truth: success", str(c.tp), str(c.fn))
+        conf.add_row("truth: failure", str(c.fp), str(c.tn))
+        console.print(conf)
+        m = Table(title=f"metrics (Wilson 95%, design effect {j.design_effect:.2f})")
+        for col in ("Se", "Sp", "FPR", "FNR", "PPV"):
+            m.add_column(col)
+        mm = j.metrics
+        m.add_row(*(_rate_cell(x) for x in (mm.se, mm.sp, mm.fpr, mm.fnr, mm.ppv)))
+        console.print(m)
+        e = Table(title="error by model, trajectory length and app")
+        for col in ("by", "group", "error", "FPR", "FNR"):
+            e.add_column(col)
+        for g in j.errors:
+            e.add_row(g.by, g.group, _rate_cell(g.error), _rate_cell(g.fpr), _rate_cell(g.fnr))
+        console.print(e)
+        cr = Table(title="corrected success rates")
+        for col in ("model", "judged q̂", "corrected p̂", "± SE", "method", "truth on labelled"):
+            cr.add_column(col)
+        for r in j.corrected:
+            cr.add_row(
+                r.model,
+                _fmt(r.judged_rate, True),
+                _fmt(r.corrected_rate, True),
+                _fmt(r.corrected_se, True),
+                r.method + (f" ({r.note})" if r.note else ""),
+                _fmt(r.true_rate_labelled, True),
+            )
+        console.print(cr)
+    if a.agreements:
+        t = Table(title="agreement between judges")
+        for col in ("judges", "n", "κ", "κ 95% (task bootstrap)", "raw agreement", "PABAK"):
+            t.add_column(col)
+        for ag in a.agreements:
+            t.add_row(
+                f"{ag.judge_a} × {ag.judge_b}",
+                str(ag.n),
+                _fmt(ag.kappa),
+                _ci(ag.kappa_ci),
+                _fmt(ag.raw_agreement, True),
+                _fmt(ag.pabak),
+            )
+        console.print(t)
+    for note in a.notes:
+        console.print(f"note: {note}")
+
+
+# --------------------------------------------------------------------------------------------
+# retention
+
+
+def retention_command(
+    *,
+    table: Path | None = None,
+    clone: Sequence[Path] = (),
+    real: Sequence[Path] = (),
+    base: str,
+    trained: str,
+    population: str | None = None,
+    tasks: Path | None = None,
+    judge: str | None = None,
+    clone_env: str = "clone",
+    real_env: str = "real",
+    resamples: int = 10_000,
+    seed: int = 0,
+    as_json: bool = False,
+    console: Console | None = None,
+) -> RetentionResult:
+    pop = parse_population(population)
+    strata: dict[str, str] | None = None
+    if tasks is not None:
+        task_list = load_task_list(tasks)
+        strata = {str(t["task"]): str(t["stratum"]) for t in task_list.get("tasks", [])}
+        if pop is None and task_list.get("population"):
+            pop = {str(k): int(v) for k, v in task_list["population"].items()}
+    if table is not None:
+        if clone or real:
+            raise ConfigError("pass either --table or --clone/--real run stores", hint="not both")
+        df = read_table(table)
+    else:
+        if not clone or not real:
+            raise ConfigError("retention needs --table, or both --clone and --real run stores")
+        with StoreSet([*clone, *real]) as ss:
+            df = retention_table_from_stores(ss, strata=strata, judge=judge)
+        if strata:
+            df = df[df["task"].isin(list(strata))]
+    result = retention_from_table(
+        df,
+        base=base,
+        trained=trained,
+        clone_env=clone_env,
+        real_env=real_env,
+        population=pop,
+        n_resamples=resamples,
+        seed=seed,
+    )
+    if as_json:
+        _emit_json(_clean(result.to_dict()))
+    else:
+        render_retention(result, console or Console())
+    return result
+
+
+def _ratio_row(t: Table, r: RatioEstimate) -> None:
+    t.add_row(
+        r.label,
+        _fmt(r.estimate),
+        _ci(r.fieller_ci) + ("" if r.estimable else f" (g = {r.fieller_g:.2f})"),
+        _ci(r.delta_ci) + ("" if r.delta_reliable else " (g ≥ 0.1: rough)"),
+        _ci(r.bca_ci),
+        _ci(r.percentile_ci),
+        str(r.n_tasks),
+    )
+
+
+def render_retention(r: RetentionResult, console: Console) -> None:
+    g = Table(title=f"gains ({r.base} → {r.trained}) over {r.n_tasks} paired tasks")
+    for col in ("side", r.base, r.trained, "gain", "95% CI", "test", "p"):
+        g.add_column(col)
+    tests = {t.env: t for t in r.tests}
+    for env, gain in ((r.clone_env, r.gain_clone), (r.real_env, r.gain_real)):
+        rates = r.success_rates[env]
+        test = tests[env]
+        g.add_row(
+            env,
+            _fmt(rates[r.base], True),
+            _fmt(rates[r.trained], True),
+            _fmt(gain.mean, True),
+            _ci(gain.ci, True),
+            test.method,
+            f"{test.p_value:.3g}",
+        )
+    g.add_row("gap", "", "", _fmt(r.transfer_gap.mean, True), _ci(r.transfer_gap.ci, True), "", "")
+    console.print(g)
+    t = Table(title="retention")
+    for col in ("estimator", "value", "Fieller 95%", "delta 95%", "BCa 95%", "percentile 95%", "tasks"):
+        t.add_column(col)
+    for est in (r.retention, r.retention_pop, r.retention_jj, r.slope):
+        if est is not None:
+            _ratio_row(t, est)
+    console.print(t)
+    if not r.retention.estimable:
+        console.print(
+            "[yellow]R is not estimable (Fieller interval unbounded): report the clone and device gains separately.[/]"
+        )
+    boot = r.retention.bootstrap
+    if boot is not None and not boot.reliable:
+        console.print(f"[yellow]{boot.note}[/]")
+    if r.dropped_tasks:
+        console.print(f"dropped (not paired on both sides): {', '.join(r.dropped_tasks)}")
+
+
+# --------------------------------------------------------------------------------------------
+# report
+
+
+def report_command(
+    runs: Sequence[Path],
+    *,
+    out: Path,
+    base: str | None = None,
+    trained: str | None = None,
+    tasks: Path | None = None,
+    judge: str | None = None,
+    resamples: int = 10_000,
+    seed: int = 0,
+    console: Console | None = None,
+) -> Path:
+    from analysis.report import build_report_from_stores
+
+    path = build_report_from_stores(
+        runs, out=out, base=base, trained=trained, tasks=tasks, judge=judge, resamples=resamples, seed=seed
+    )
+    (console or Console()).print(f"report written to {path}")
+    return path

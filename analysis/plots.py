@@ -1,0 +1,161 @@
+"""Matplotlib figures for the HTML report, returned as PNG data URIs (the report works offline)."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+# CJK fallback so Chinese task or app names render where fonts-noto-cjk is installed.
+plt.rcParams["font.family"] = ["DejaVu Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "sans-serif"]
+plt.rcParams["figure.dpi"] = 100
+
+SYNTHETIC_COLOUR = "#b0b0b0"
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+
+
+def to_data_uri(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def success_bars(rows: pd.DataFrame) -> str:
+    """rows: label, target, rate, lo, hi, synthetic (bool). Grouped bars with Wilson intervals."""
+    targets = list(dict.fromkeys(rows["target"]))
+    labels = list(dict.fromkeys(rows["label"]))
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.6 * len(targets) * max(1, len(labels)) / 2 + 2), 3.6))
+    width = 0.8 / max(len(labels), 1)
+    for i, label in enumerate(labels):
+        sub = rows[rows["label"] == label].set_index("target").reindex(targets)
+        x = np.arange(len(targets)) + (i - (len(labels) - 1) / 2) * width
+        rate = sub["rate"].to_numpy(float)
+        err = np.vstack([rate - sub["lo"].to_numpy(float), sub["hi"].to_numpy(float) - rate])
+        synthetic = bool(sub["synthetic"].fillna(False).any())
+        ax.bar(
+            x,
+            rate,
+            width,
+            yerr=np.nan_to_num(err),
+            capsize=3,
+            label=label,
+            color=PALETTE[i % len(PALETTE)],
+            hatch="//" if synthetic else None,
+            edgecolor="white" if not synthetic else "black",
+        )
+    ax.set_xticks(np.arange(len(targets)), targets, rotation=10)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("success rate (Wilson 95%)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.set_title("success by model × target (hatched: synthetic policy)")
+    return to_data_uri(fig)
+
+
+def paired_matrix(matrix: pd.DataFrame) -> str:
+    """Per-task success rates, tasks × (model, side) columns, as a heatmap."""
+    fig, ax = plt.subplots(figsize=(1.4 * matrix.shape[1] + 2, 0.28 * matrix.shape[0] + 1.5))
+    im = ax.imshow(matrix.to_numpy(float), vmin=0, vmax=1, cmap="RdYlGn", aspect="auto")
+    ax.set_xticks(
+        range(matrix.shape[1]), [str(c) for c in matrix.columns], rotation=20, ha="right", fontsize=8
+    )
+    ax.set_yticks(range(matrix.shape[0]), [str(i) for i in matrix.index], fontsize=7)
+    for (r, c), v in np.ndenumerate(matrix.to_numpy(float)):
+        if np.isfinite(v):
+            ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(im, ax=ax, fraction=0.03, label="success rate")
+    ax.set_title("per-task outcomes: clone vs real, base vs trained")
+    return to_data_uri(fig)
+
+
+def retention_plot(
+    estimates: Sequence[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]],
+    references: Sequence[tuple[str, float]],
+) -> str:
+    """Each estimate with its Fieller and BCa intervals; published references drawn as labelled lines."""
+    fig, ax = plt.subplots(figsize=(6.5, 0.7 * (len(estimates) + len(references)) + 1.5))
+    y = 0
+    ticks, names = [], []
+    for label, value, fieller_ci, bca_ci in estimates:
+        if fieller_ci is not None:
+            ax.plot(
+                fieller_ci,
+                [y + 0.12, y + 0.12],
+                color="#1f77b4",
+                lw=3,
+                label="Fieller 95%" if y == 0 else None,
+            )
+        if bca_ci is not None:
+            ax.plot(bca_ci, [y - 0.12, y - 0.12], color="#ff7f0e", lw=3, label="BCa 95%" if y == 0 else None)
+        if np.isfinite(value):
+            ax.plot([value], [y], "ko")
+        ticks.append(y)
+        names.append(label + ("" if fieller_ci is not None else " (Fieller: not estimable)"))
+        y += 1
+    for label, value in references:
+        ax.axvline(value, color="grey", ls="--", lw=1)
+        ax.text(value, y - 0.4, label, rotation=90, va="top", ha="right", fontsize=7, color="grey")
+    ax.axvline(1.0, color="black", lw=0.5)
+    # Small samples give very wide intervals; keep the readable range and say what was cut.
+    lo_lim, hi_lim = -1.0, 2.5
+    ends = [v for _, _, f, b in estimates for ci in (f, b) if ci is not None for v in ci]
+    if any(v < lo_lim or v > hi_lim for v in ends):
+        ax.text(0.01, 0.01, "axis clipped to [-1, 2.5]; see the table", transform=ax.transAxes, fontsize=7)
+    ax.set_xlim(lo_lim, hi_lim)
+    ax.set_yticks(ticks, names)
+    ax.set_xlabel("retention (device gain / clone gain)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("gain retention (dashed: published reference points, not targets)")
+    return to_data_uri(fig)
+
+
+def confusion_plot(judge: str, tp: int, fn: int, fp: int, tn: int) -> str:
+    m = np.array([[tp, fn], [fp, tn]])
+    fig, ax = plt.subplots(figsize=(3.2, 2.8))
+    ax.imshow(m, cmap="Blues")
+    for (r, c), v in np.ndenumerate(m):
+        ax.text(c, r, str(v), ha="center", va="center", fontsize=12)
+    ax.set_xticks([0, 1], ["judge: success", "judge: failure"], fontsize=8)
+    ax.set_yticks([0, 1], ["truth: success", "truth: failure"], fontsize=8)
+    ax.set_title(f"judge {judge}", fontsize=10)
+    return to_data_uri(fig)
+
+
+def error_by_length(series: dict[str, list[tuple[str, float, float, float]]]) -> str:
+    """judge → [(tercile, error, lo, hi)]: judge error by trajectory-length tercile."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    for i, (judge, points) in enumerate(series.items()):
+        x = np.arange(len(points)) + 0.08 * i
+        err = np.array([p[1] for p in points])
+        lo = np.array([p[2] for p in points])
+        hi = np.array([p[3] for p in points])
+        ax.errorbar(
+            x, err, yerr=[err - lo, hi - err], marker="o", capsize=3, label=judge, color=PALETTE[i % 8]
+        )
+        ax.set_xticks(np.arange(len(points)), [p[0] for p in points], fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("judge error rate (Wilson 95%)")
+    ax.set_title("judge error vs trajectory length")
+    ax.legend(fontsize=8)
+    return to_data_uri(fig)
+
+
+def abort_rates(rows: pd.DataFrame) -> str:
+    """rows: label, rate, lo, hi. Bar per device of the env_invalid (abort) rate."""
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(rows) + 2), 3.2))
+    x = np.arange(len(rows))
+    rate = rows["rate"].to_numpy(float)
+    ax.bar(x, rate, yerr=[rate - rows["lo"].to_numpy(float), rows["hi"].to_numpy(float) - rate], capsize=3)
+    ax.set_xticks(x, rows["label"].tolist(), rotation=15, ha="right", fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("env_invalid rate (Wilson 95%)")
+    ax.set_title("aborts per device")
+    return to_data_uri(fig)

@@ -1,0 +1,631 @@
+"""The HTML report: one self-contained file (plots and screenshots as data URIs, no CDN).
+
+Sections: success by model × target, the per-task paired outcome matrix, retention with its
+intervals and the published reference points, strata, judge audit, device health, and a
+side-by-side clone/real replay viewer. Synthetic policies (``synthetic:*``) and virtual phones are
+labelled wherever they appear, with a banner when any are present. A section without data says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from PIL import Image, ImageDraw
+
+from analysis import plots
+from analysis.audit import AuditResult, audit_table
+from analysis.retention import RetentionResult, retention_from_table
+from analysis.stats import wilson
+from analysis.tables import (
+    StoreSet,
+    audit_table_from_stores,
+    load_task_list,
+    pick_judge,
+    resolve_outcomes,
+)
+from realbench.errors import AnalysisError, RealbenchError
+
+log = logging.getLogger(__name__)
+
+TEMPLATE = "report.html.j2"
+# Screenshots are embedded: bound the file size (≈ 10–20 kB per downscaled step).
+VIEWER_MAX_TASKS = 30
+VIEWER_IMAGE_WIDTH = 270
+
+# METHODS.md, "Published reference points" — context, not targets to fit.
+REFERENCES = {
+    "mobilegym": "MobileGym (published): 59 signal tasks; clone 33.9 → 76.7 %, real phone 32.2 → 72.9 %; "
+    "95.1 % retention on its signal subset. Its VLM judge misjudged 10.2 % of real-device trajectories.",
+    "maigym": "MAI-Gym (published): RL in a mocked train-ticketing app raised physical-phone success 28.8 → 48.1 %.",
+    "spabench": "SPA-Bench (published) success-detection F1: 0.926 / 0.884 single-app (EN/ZH), "
+    "0.833 / 0.857 cross-app.",
+}
+MOBILEGYM_RETENTION = 0.951
+
+
+def is_synthetic(model: str) -> bool:
+    return str(model).startswith("synthetic:")
+
+
+def model_label(model: str) -> str:
+    return f"{model} [synthetic policy]" if is_synthetic(model) else str(model)
+
+
+def target_label(env: str, device_kind: str | None) -> str:
+    if device_kind == "virtual-phone":
+        return f"{env} [virtual phone]"
+    return str(env)
+
+
+def env_labels(episodes: pd.DataFrame) -> dict[str, str]:
+    """env → display label; an env any of whose episodes ran on a virtual phone says so."""
+    if episodes.empty or "device_kind" not in episodes:
+        return {}
+    out = {}
+    for env, g in episodes.groupby("env"):
+        virtual = (g["device_kind"] == "virtual-phone").any()
+        out[str(env)] = target_label(str(env), "virtual-phone" if virtual else None)
+    return out
+
+
+@dataclass
+class ReportInputs:
+    """What the report reads. `steps` and `episode_dir` take an episode key (see tables.StoreSet)."""
+
+    episodes: pd.DataFrame
+    verdicts: pd.DataFrame
+    steps: Callable[[str], list[dict[str, Any]]]
+    episode_dir: Callable[[str], Path]
+    audit: pd.DataFrame | None = None
+    strata: dict[str, str] | None = None
+    population: dict[str, int] | None = None
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    empty: str | None = None  # when set, the section has no data and says why
+    images: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)  # pre-rendered, escaped HTML tables
+    notes: list[str] = field(default_factory=list)
+
+
+def _table(df: pd.DataFrame, cls: str = "data") -> str:
+    return df.to_html(index=False, classes=cls, border=0, na_rep="—", escape=True)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _ci(ci: Sequence[float] | None, pct: bool = False) -> str:
+    if ci is None:
+        return "not estimable"
+    f = _pct if pct else (lambda v: f"{v:.3f}")
+    return f"[{f(ci[0])}, {f(ci[1])}]"
+
+
+# --------------------------------------------------------------------------------------------
+# sections
+
+
+def _scored(inputs: ReportInputs, judge: str | None) -> pd.DataFrame:
+    if inputs.episodes.empty:
+        return inputs.episodes
+    return resolve_outcomes(inputs.episodes, inputs.verdicts, judge)
+
+
+def success_section(ep: pd.DataFrame) -> Section:
+    s = Section("success", "Success by model × target")
+    decided = ep[ep["success"].notna()] if not ep.empty else ep
+    if decided.empty:
+        s.empty = "No scored episodes with a verdict yet."
+        return s
+    rows = []
+    for (model, env, kind), g in decided.groupby(["model", "env", "device_kind"], dropna=False, sort=True):
+        k, n = int(g["success"].astype(bool).sum()), len(g)
+        lo, hi = wilson(k, n)
+        rows.append(
+            {
+                "label": model_label(model),
+                "target": target_label(env, kind if isinstance(kind, str) else None),
+                "rate": k / n,
+                "lo": lo,
+                "hi": hi,
+                "synthetic": is_synthetic(model),
+                "k": k,
+                "n": n,
+                "tasks": g["task"].nunique(),
+            }
+        )
+    df = pd.DataFrame(rows)
+    s.images.append(plots.success_bars(df))
+    show = pd.DataFrame(
+        {
+            "model": df["label"],
+            "target": df["target"],
+            "successes": df["k"].astype(str) + " / " + df["n"].astype(str),
+            "tasks": df["tasks"],
+            "rate": df["rate"].map(_pct),
+            "Wilson 95%": [_ci((a, b), True) for a, b in zip(df["lo"], df["hi"], strict=True)],
+        }
+    )
+    s.tables.append(_table(show))
+    s.notes.append(
+        "Episode-level Wilson intervals; runs of one task are correlated, so task-level intervals "
+        "(retention section) are the ones to quote."
+    )
+    return s
+
+
+def paired_section(ep: pd.DataFrame) -> Section:
+    s = Section("paired", "Per-task paired outcomes")
+    decided = ep[ep["success"].notna()] if not ep.empty else ep
+    if decided.empty:
+        s.empty = "No scored episodes with a verdict yet."
+        return s
+    rates = decided.assign(success=decided["success"].astype(float)).pivot_table(
+        index="task", columns=["env", "model"], values="success", aggfunc="mean"
+    )
+    labels = env_labels(decided)
+    rates.columns = [f"{labels.get(str(env), env)}\n{model_label(model)}" for env, model in rates.columns]
+    rates = rates.sort_index().iloc[:80]
+    s.images.append(plots.paired_matrix(rates))
+    if len(decided["task"].unique()) > 80:
+        s.notes.append("Showing the first 80 tasks.")
+    return s
+
+
+def retention_section(
+    ep: pd.DataFrame, base: str | None, trained: str | None, inputs: ReportInputs, resamples: int, seed: int
+) -> tuple[Section, RetentionResult | None]:
+    s = Section("retention", "Gain retention")
+    s.notes.append(REFERENCES["mobilegym"])
+    s.notes.append(REFERENCES["maigym"])
+    if base is None or trained is None:
+        s.empty = "Name the two models (--base and --trained) to compute gains and retention."
+        return s, None
+    decided = ep[ep["success"].notna()] if not ep.empty else ep
+    envs = set(decided["env"]) if not decided.empty else set()
+    real_env = "real" if "real" in envs else ("clone-on-phone" if "clone-on-phone" in envs else None)
+    if "clone" not in envs or real_env is None:
+        s.empty = "Retention needs decided episodes on the clone and on a device (real or clone-on-phone)."
+        return s, None
+    table = pd.DataFrame(
+        {
+            "task": decided["task"].astype(str),
+            "stratum": decided["task"].map(inputs.strata or {}).fillna("all") if inputs.strata else "all",
+            "model": decided["model"].astype(str),
+            "env": decided["env"].astype(str),
+            "success": decided["success"].astype(bool),
+            "judged": decided["judged"],
+        }
+    )
+    table["run"] = table.groupby(["task", "model", "env"]).cumcount()
+    try:
+        res = retention_from_table(
+            table,
+            base=base,
+            trained=trained,
+            real_env=real_env,
+            population=inputs.population,
+            n_resamples=resamples,
+            seed=seed,
+        )
+    except RealbenchError as exc:
+        s.empty = f"Retention could not be computed: {exc.message}"
+        return s, None
+    ests = [e for e in (res.retention, res.retention_pop, res.retention_jj, res.slope) if e is not None]
+    labels = env_labels(decided)
+    s.images.append(
+        plots.retention_plot(
+            [(e.label, e.estimate, e.fieller_ci, e.bca_ci) for e in ests],
+            [("MobileGym 95.1% (published, signal subset)", MOBILEGYM_RETENTION)],
+        )
+    )
+    gains = pd.DataFrame(
+        [
+            {
+                "side": labels.get(env, env),
+                model_label(base): _pct(res.success_rates[env][base]),
+                model_label(trained): _pct(res.success_rates[env][trained]),
+                "gain": _pct(gain.mean),
+                "95% CI": _ci(gain.ci, True),
+                "test": next(t.method for t in res.tests if t.env == env),
+                "p": f"{next(t.p_value for t in res.tests if t.env == env):.3g}",
+            }
+            for env, gain in ((res.clone_env, res.gain_clone), (res.real_env, res.gain_real))
+        ]
+    )
+    s.tables.append(_table(gains))
+    est = pd.DataFrame(
+        [
+            {
+                "estimator": e.label,
+                "value": f"{e.estimate:.3f}" if math.isfinite(e.estimate) else "—",
+                "Fieller 95%": _ci(e.fieller_ci),
+                "delta 95%": _ci(e.delta_ci) + ("" if e.delta_reliable else " (rough: g ≥ 0.1)"),
+                "BCa 95%": _ci(e.bca_ci),
+                "percentile 95%": _ci(e.percentile_ci),
+                "tasks": e.n_tasks,
+            }
+            for e in ests
+        ]
+    )
+    s.tables.append(_table(est))
+    s.notes.insert(
+        0,
+        f"Transfer gap (clone gain − device gain): {_pct(res.transfer_gap.mean)} {_ci(res.transfer_gap.ci, True)}; "
+        f"{res.n_tasks} paired tasks; device side = {real_env}.",
+    )
+    boot = res.retention.bootstrap
+    if boot is not None and not boot.reliable:
+        s.notes.insert(0, f"Bootstrap caution: {boot.note}.")
+    if not res.retention.estimable:
+        s.notes.insert(0, "R is not estimable (Fieller interval unbounded): read the two gains separately.")
+    return s, res
+
+
+def strata_section(inputs: ReportInputs) -> Section:
+    s = Section("strata", "Strata of the signal-task sample")
+    if not inputs.strata:
+        s.empty = "No signal-task list given (--tasks): tasks are not stratified."
+        return s
+    counts = pd.Series(inputs.strata).value_counts()
+    df = pd.DataFrame({"stratum": counts.index, "sampled tasks": counts.to_numpy()})
+    if inputs.population:
+        df["population"] = df["stratum"].map(inputs.population)
+    s.tables.append(_table(df))
+    return s
+
+
+def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
+    s = Section("audit", "Judge audit")
+    s.notes.append(REFERENCES["spabench"])
+    s.notes.append(REFERENCES["mobilegym"])
+    if audit is None or not audit.judges:
+        s.empty = reason or "No judge verdicts with ground truth."
+        return s
+    rows = []
+    series: dict[str, list[tuple[str, float, float, float]]] = {}
+    for j in audit.judges:
+        c = j.metrics.confusion
+        s.images.append(plots.confusion_plot(j.judge, c.tp, c.fn, c.fp, c.tn))
+        m = j.metrics
+        rows.append(
+            {
+                "judge": j.judge,
+                "labelled": j.n_labelled,
+                "abstained": j.n_abstained,
+                "Se": f"{_pct(m.se.value)} {_ci(m.se.ci, True)}",
+                "Sp": f"{_pct(m.sp.value)} {_ci(m.sp.ci, True)}",
+                "FPR": _pct(m.fpr.value),
+                "FNR": _pct(m.fnr.value),
+                "PPV": _pct(m.ppv.value),
+                "F1": "—" if m.f1 is None else f"{m.f1:.3f}",
+            }
+        )
+        pts = [
+            (e.group, e.error.value or 0.0, *(e.error.ci or (0.0, 0.0)))
+            for e in j.errors
+            if e.by == "length" and e.error.value is not None
+        ]
+        order = {"short": 0, "medium": 1, "long": 2}
+        series[j.judge] = sorted(pts, key=lambda p: order.get(p[0].split(" ")[0], 3))
+    s.tables.append(_table(pd.DataFrame(rows)))
+    if any(series.values()):
+        s.images.append(plots.error_by_length(series))
+    corr = [
+        {
+            "judge": c.judge,
+            "model": model_label(c.model),
+            "judged rate": _pct(c.judged_rate),
+            "corrected": _pct(c.corrected_rate),
+            "± SE": _pct(c.corrected_se),
+            "method": c.method,
+            "truth on labelled": _pct(c.true_rate_labelled),
+        }
+        for j in audit.judges
+        for c in j.corrected
+    ]
+    s.tables.append(_table(pd.DataFrame(corr)))
+    if audit.agreements:
+        s.tables.append(
+            _table(
+                pd.DataFrame(
+                    [
+                        {
+                            "judges": f"{a.judge_a} × {a.judge_b}",
+                            "n": a.n,
+                            "κ": "—" if a.kappa is None else f"{a.kappa:.3f}",
+                            "κ 95% (task bootstrap)": _ci(a.kappa_ci),
+                            "raw agreement": _pct(a.raw_agreement),
+                            "PABAK": f"{a.pabak:.3f}",
+                        }
+                        for a in audit.agreements
+                    ]
+                )
+            )
+        )
+    s.notes.extend(audit.notes)
+    return s
+
+
+def health_section(episodes: pd.DataFrame) -> Section:
+    s = Section("health", "Device health and aborts")
+    if episodes.empty:
+        s.empty = "No episodes."
+        return s
+    rows = []
+    for (kind, serial), g in episodes.groupby(["device_kind", "device_serial"], dropna=False, sort=True):
+        aborts = int((g["outcome"] == "env_invalid").sum())
+        lo, hi = wilson(aborts, len(g))
+        label = f"{serial if isinstance(serial, str) else '?'} ({kind if isinstance(kind, str) else '?'})"
+        if kind == "virtual-phone":
+            label += " [virtual phone]"
+        rows.append(
+            {
+                "label": label,
+                "episodes": len(g),
+                "env_invalid": aborts,
+                "rate": aborts / len(g),
+                "lo": lo,
+                "hi": hi,
+            }
+        )
+    df = pd.DataFrame(rows)
+    s.images.append(plots.abort_rates(df))
+    s.tables.append(
+        _table(
+            pd.DataFrame(
+                {
+                    "device": df["label"],
+                    "episodes": df["episodes"],
+                    "env_invalid (unscored, rerun)": df["env_invalid"],
+                    "abort rate": df["rate"].map(_pct),
+                    "Wilson 95%": [_ci((a, b), True) for a, b in zip(df["lo"], df["hi"], strict=True)],
+                }
+            )
+        )
+    )
+    outcomes = episodes.groupby(["env", "outcome"]).size().unstack(fill_value=0).reset_index()
+    s.tables.append(_table(outcomes))
+    return s
+
+
+# --------------------------------------------------------------------------------------------
+# replay viewer
+
+
+def annotate_screenshot(
+    path: Path, action: dict[str, Any] | None, width: int = VIEWER_IMAGE_WIDTH
+) -> str | None:
+    """Downscaled JPEG data URI of a screenshot with the tap (or swipe) drawn where it landed."""
+    try:
+        img = Image.open(path).convert("RGB")
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read screenshot %s: %s", path, exc)
+        return None
+    scale = width / img.width
+    img = img.resize((width, max(1, round(img.height * scale))))
+    if action and isinstance(action, dict) and "x" in action and "y" in action:
+        draw = ImageDraw.Draw(img)
+        x = action["x"] / 1000 * img.width
+        y = action["y"] / 1000 * img.height
+        r = max(6, img.width // 30)
+        if action.get("type") == "swipe" and "x2" in action:
+            x2 = action["x2"] / 1000 * img.width
+            y2 = action["y2"] / 1000 * img.height
+            draw.line([(x, y), (x2, y2)], fill=(255, 0, 0), width=3)
+            draw.ellipse([x2 - r / 2, y2 - r / 2, x2 + r / 2, y2 + r / 2], fill=(255, 0, 0))
+        draw.ellipse([x - r, y - r, x + r, y + r], outline=(255, 0, 0), width=3)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=65)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def describe_action(action: dict[str, Any] | None) -> str:
+    if not action:
+        return "(no action)"
+    kind = action.get("type", "?")
+    rest = ", ".join(f"{k}={v}" for k, v in action.items() if k != "type")
+    return f"{kind}({rest})"
+
+
+def _episode_payload(row: pd.Series, verdicts: pd.DataFrame, inputs: ReportInputs) -> dict[str, Any]:
+    key = str(row["key"])
+    try:
+        steps = inputs.steps(key)
+        folder = inputs.episode_dir(key)
+    except (RealbenchError, OSError) as exc:
+        steps, folder = [], None
+        log.warning("cannot read steps of %s: %s", key, exc)
+    out_steps = []
+    for st in steps:
+        shot = st.get("screenshot")
+        image = (
+            annotate_screenshot(folder / shot, st.get("action")) if (shot and folder is not None) else None
+        )
+        out_steps.append(
+            {
+                "index": st.get("index"),
+                "image": image,
+                "action": describe_action(st.get("action")),
+                "thought": st.get("thought") or "",
+                "error": st.get("error") or "",
+                "boundary": st.get("boundary") or "",
+            }
+        )
+    v = verdicts[verdicts["key"] == key] if not verdicts.empty else verdicts
+    kind = row.get("device_kind")
+    return {
+        "episode": str(row["episode_id"]),
+        "env": target_label(str(row["env"]), kind if isinstance(kind, str) else None),
+        "device": f"{row.get('device_serial') or '?'} ({kind or '?'})",
+        "virtual": kind == "virtual-phone",
+        "outcome": str(row["outcome"]),
+        "verdicts": [
+            {
+                "source": str(x.source),
+                "name": str(x.name or ""),
+                "success": None if bool(x.abstained) else bool(x.success),
+                "reason": str(x.reason or "")[:300],
+            }
+            for x in v.itertuples()
+        ],
+        "steps": out_steps,
+    }
+
+
+def viewer_payload(inputs: ReportInputs) -> dict[str, Any]:
+    """{tasks: [{task, models: {model: {clone: episode|null, real: episode|null}}}]} for the viewer."""
+    ep = inputs.episodes
+    if ep.empty:
+        return {"tasks": [], "note": ""}
+    ep = ep[ep["scored"].astype(bool)]
+    tasks = []
+    # Signal-sample tasks first (when a task list is given), then the rest, alphabetically.
+    chosen = set(inputs.strata or {})
+    names = sorted(ep["task"].astype(str).unique(), key=lambda t: (t not in chosen, t))
+    for task in names[:VIEWER_MAX_TASKS]:
+        models: dict[str, Any] = {}
+        for model, g in ep[ep["task"] == task].groupby("model", sort=True):
+            clone = g[g["env"] == "clone"]
+            device = g[g["env"] != "clone"]
+            sides = {
+                "clone": _episode_payload(clone.iloc[0], inputs.verdicts, inputs) if len(clone) else None,
+                "real": _episode_payload(device.iloc[0], inputs.verdicts, inputs) if len(device) else None,
+            }
+            models[str(model)] = {
+                "label": model_label(str(model)),
+                "synthetic": is_synthetic(str(model)),
+                **sides,
+            }
+        tasks.append({"task": task, "models": models})
+    note = f"Showing {VIEWER_MAX_TASKS} of {len(names)} tasks." if len(names) > VIEWER_MAX_TASKS else ""
+    return {"tasks": tasks, "note": note}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def build_report(
+    inputs: ReportInputs,
+    *,
+    out: Path,
+    base: str | None = None,
+    trained: str | None = None,
+    judge: str | None = None,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> Path:
+    """Render the report to ``out`` and return its path."""
+    ep_all = inputs.episodes
+    judge_name = pick_judge(inputs.verdicts, judge) if not inputs.verdicts.empty else None
+    ep = _scored(inputs, judge_name)
+    audit: AuditResult | None = None
+    audit_reason = None
+    if inputs.audit is not None and not inputs.audit.empty:
+        try:
+            audit = audit_table(inputs.audit, seed=seed)
+        except RealbenchError as exc:
+            audit_reason = f"Judge audit could not be computed: {exc.message}"
+    else:
+        audit_reason = "No judge verdicts on episodes with ground truth (verifier or human label)."
+    retention, _ = retention_section(ep, base, trained, inputs, resamples, seed)
+    sections = [
+        success_section(ep),
+        paired_section(ep),
+        retention,
+        strata_section(inputs),
+        audit_section(audit, audit_reason),
+        health_section(ep_all),
+    ]
+    synthetic_models = sorted(
+        {str(m) for m in ep_all.get("model", pd.Series(dtype=str)) if is_synthetic(str(m))}
+    )
+    virtual = sorted(
+        {
+            str(s)
+            for s, k in zip(
+                ep_all.get("device_serial", pd.Series(dtype=str)),
+                ep_all.get("device_kind", pd.Series(dtype=str)),
+                strict=True,
+            )
+            if k == "virtual-phone"
+        }
+    )
+    viewer = viewer_payload(inputs)
+    env = Environment(
+        loader=FileSystemLoader(str(Path(__file__).parent)), autoescape=select_autoescape(["html", "j2"])
+    )
+    page = env.get_template(TEMPLATE).render(
+        title="realbench report",
+        sources=inputs.sources,
+        synthetic_models=synthetic_models,
+        virtual_phones=virtual,
+        sections=sections,
+        n_episodes=len(ep_all),
+        n_tasks=int(ep_all["task"].nunique()) if not ep_all.empty else 0,
+        judge=judge_name,
+        viewer_json=json.dumps(viewer, ensure_ascii=False).replace("</", "<\\/"),
+        has_viewer=bool(viewer["tasks"]),
+        viewer_note=viewer["note"],
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def build_report_from_stores(
+    runs: Sequence[Path],
+    *,
+    out: Path,
+    base: str | None = None,
+    trained: str | None = None,
+    tasks: Path | None = None,
+    judge: str | None = None,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> Path:
+    strata = population = None
+    if tasks is not None:
+        listing = load_task_list(tasks)
+        strata = {str(t["task"]): str(t["stratum"]) for t in listing.get("tasks", [])}
+        population = {str(k): int(v) for k, v in (listing.get("population") or {}).items()} or None
+    with StoreSet(list(runs)) as ss:
+        episodes = ss.episodes()
+        verdicts = ss.verdicts()
+        try:
+            audit = audit_table_from_stores(ss)
+        except AnalysisError as exc:
+            log.info("no judge audit: %s", exc.message)
+            audit = None
+        inputs = ReportInputs(
+            episodes=episodes,
+            verdicts=verdicts,
+            steps=ss.steps,
+            episode_dir=ss.episode_dir,
+            audit=audit,
+            strata=strata,
+            population=population,
+            sources=[str(p) for p in runs],
+        )
+        return build_report(
+            inputs, out=out, base=base, trained=trained, judge=judge, resamples=resamples, seed=seed
+        )
+
+
+__all__ = ["ReportInputs", "build_report", "build_report_from_stores"]

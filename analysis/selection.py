@@ -1,0 +1,486 @@
+"""Outcome-stratified selection of signal tasks (METHODS.md §2).
+
+1. classify every candidate task from clone runs of both models into gain / loss / both-pass /
+   both-fail / mixed;
+2. screen reproducibility by replaying recorded action traces k times on the clone (a `Replayer`);
+3. allocate a device-hour budget across strata (proportional or Neyman, ≥ 2 per stratum, tiny
+   strata whole);
+4. mark the both-fail sample as stable-failure controls (no false accept in n ⇒ FPR ≤ 3/n);
+5. estimate power of the device test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from analysis.columns import check_columns, parse_bool_column
+from analysis.stats import (
+    Allocation,
+    _as_result_dict,
+    mcnemar_power,
+    mcnemar_sample_size,
+    neyman_allocation,
+    proportional_allocation,
+    repeated_runs_sample_size,
+)
+from realbench.errors import AnalysisError, ConfigError, RealbenchError
+
+log = logging.getLogger(__name__)
+
+SELECT_COLUMNS = ("task", "model", "run", "success")
+MIN_CLONE_RUNS = 5
+
+
+class Stratum(StrEnum):
+    GAIN = "gain"
+    LOSS = "loss"
+    BOTH_PASS = "both-pass"
+    BOTH_FAIL = "both-fail"
+    MIXED = "mixed"
+
+
+class Replayer(Protocol):
+    """Replays a recorded action trace on a fresh clone session and returns the verifier's verdict.
+
+    ``actions`` are realbench Action JSON dicts (coordinates normalised to 0–1000), in order;
+    ``seed`` is the recorded episode's seed, so the task's parameters are sampled as they were.
+    """
+
+    def __call__(self, task_id: str, actions: list[dict[str, Any]], seed: int = 0) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RecordedTrace:
+    """One recorded episode of a task: its actions and the verdict it got when it was recorded."""
+
+    task: str
+    episode_id: str
+    model: str
+    actions: list[dict[str, Any]]
+    recorded_success: bool | None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ScreenedTask:
+    task: str
+    kept: bool
+    replays: list[bool]
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_result_dict(self)
+
+
+@dataclass(frozen=True)
+class ScreenResult:
+    ran: bool
+    k: int
+    tasks: list[ScreenedTask]
+    fraction_excluded: float
+    mean_gain_kept: float | None
+    mean_gain_excluded: float | None
+    note: str = ""
+
+    @property
+    def excluded(self) -> list[str]:
+        return [t.task for t in self.tasks if not t.kept]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = _as_result_dict(self)
+        out["excluded"] = self.excluded
+        return out
+
+
+def reproducibility_screen(
+    traces: dict[str, list[RecordedTrace]], replayer: Replayer, k: int = 3
+) -> list[ScreenedTask]:
+    """Replay each task's traces k times; a task whose verdict flips (between replays, or against
+    the recorded verdict) has a flaky environment or verifier and is dropped, with the reason logged."""
+    out = []
+    for task, task_traces in sorted(traces.items()):
+        replays: list[bool] = []
+        reason = ""
+        for trace in task_traces:
+            try:
+                results = [bool(replayer(task, trace.actions, seed=trace.seed)) for _ in range(k)]
+            except RealbenchError as exc:
+                reason = f"replay of {trace.episode_id} failed: {exc.message}"
+                break
+            replays += results
+            if len(set(results)) > 1:
+                reason = f"verdict flips across {k} replays of {trace.episode_id}: {sum(results)}/{k} success"
+                break
+            if trace.recorded_success is not None and results[0] != trace.recorded_success:
+                reason = (
+                    f"replays of {trace.episode_id} give {'success' if results[0] else 'failure'}, "
+                    f"recorded {'success' if trace.recorded_success else 'failure'}"
+                )
+                break
+        if not task_traces:
+            out.append(ScreenedTask(task, True, [], "no recorded trace: not screened"))
+            continue
+        if reason:
+            log.info("reproducibility screen drops %s: %s", task, reason)
+        out.append(ScreenedTask(task, not reason, replays, reason or "reproducible"))
+    return out
+
+
+def load_replayer(spec: str) -> Replayer:
+    """Import a replayer factory given as ``module:callable`` and call it with no arguments."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(
+            f"bad replayer spec {spec!r}", hint="use module:factory, e.g. mypkg.replay:make_replayer"
+        )
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load replayer {spec!r}: {exc}", hint="check the module path") from exc
+    replayer: Replayer = factory()
+    return replayer
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def classify_tasks(df: pd.DataFrame, base: str, trained: str, alpha: float = 0.1) -> pd.DataFrame:
+    """Per-task clone rates and stratum.
+
+    both-pass: every run of both models succeeded; both-fail: none did; gain (loss): one-sided
+    Fisher exact test of p_r > p_b (p_b > p_r) at ``alpha``; mixed: the evidence is inconclusive.
+    """
+    check_columns(df, SELECT_COLUMNS, "select")
+    sub = df[df["model"].astype(str).isin([base, trained])].copy()
+    sub["success"] = parse_bool_column(sub["success"])
+    sub = sub[sub["success"].notna()]
+    if "env" in sub.columns:
+        envs = set(sub["env"].astype(str))
+        if "clone" in envs:
+            sub = sub[sub["env"].astype(str) == "clone"]
+    if sub.empty:
+        raise AnalysisError(
+            f"no clone runs for models {base!r} and {trained!r}",
+            hint=f"models present: {sorted(df['model'].astype(str).unique())}",
+        )
+    sub["success"] = sub["success"].astype(bool).astype(int)
+    g = sub.groupby(["task", "model"])["success"].agg(["sum", "size"]).unstack("model")
+    complete = g[("size", base)].notna() & g[("size", trained)].notna()
+    missing = sorted(str(t) for t in g.index[~complete])
+    if missing:
+        log.warning("tasks without clone runs of both models are not classified: %s", missing)
+    g = g[complete]
+    out = pd.DataFrame(index=g.index.astype(str))
+    out["c_b"] = g[("sum", base)].astype(int).to_numpy()
+    out["m_b"] = g[("size", base)].astype(int).to_numpy()
+    out["c_r"] = g[("sum", trained)].astype(int).to_numpy()
+    out["m_r"] = g[("size", trained)].astype(int).to_numpy()
+    out["p_b"] = out["c_b"] / out["m_b"]
+    out["p_r"] = out["c_r"] / out["m_r"]
+    out["g_s"] = out["p_r"] - out["p_b"]
+    p_gain, p_loss = [], []
+    for row in out.itertuples():
+        table = [[row.c_r, row.m_r - row.c_r], [row.c_b, row.m_b - row.c_b]]
+        p_gain.append(float(sps.fisher_exact(table, alternative="greater")[1]))
+        p_loss.append(float(sps.fisher_exact(table, alternative="less")[1]))
+    out["p_gain"] = p_gain
+    out["p_loss"] = p_loss
+    stratum = np.full(len(out), Stratum.MIXED.value, dtype=object)
+    all_pass = (out["c_b"] == out["m_b"]) & (out["c_r"] == out["m_r"])
+    all_fail = (out["c_b"] == 0) & (out["c_r"] == 0)
+    stratum[all_pass.to_numpy()] = Stratum.BOTH_PASS.value
+    stratum[all_fail.to_numpy()] = Stratum.BOTH_FAIL.value
+    stratum[(out["p_gain"] <= alpha).to_numpy()] = Stratum.GAIN.value
+    stratum[(out["p_loss"] <= alpha).to_numpy()] = Stratum.LOSS.value
+    out["stratum"] = stratum
+    if "duration_s" in sub.columns:
+        out["duration_s"] = sub.groupby("task")["duration_s"].mean().reindex(out.index).to_numpy()
+    if "app" in sub.columns:
+        out["app"] = sub.groupby("task")["app"].first().reindex(out.index).astype(str).to_numpy()
+    out.index.name = "task"
+    few = int(((out["m_b"] < MIN_CLONE_RUNS) | (out["m_r"] < MIN_CLONE_RUNS)).sum())
+    if few:
+        log.warning(
+            "%d task(s) have fewer than %d clone runs per model: strata are noisy", few, MIN_CLONE_RUNS
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class SelectedTask:
+    task: str
+    stratum: str
+    role: str  # "signal" (gain stratum), "control" (stable failure) or "stratum-sample"
+    runs_per_model: int
+    g_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_result_dict(self)
+
+
+@dataclass(frozen=True)
+class PowerEstimate:
+    n_tasks: int
+    p10: float
+    p01: float
+    power_one_run: float
+    tasks_needed_one_run: int | None
+    tasks_needed_m_runs: int | None
+    runs_per_model: int
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return _as_result_dict(self)
+
+
+@dataclass(frozen=True)
+class SelectionResult:
+    base: str
+    trained: str
+    classification: pd.DataFrame = field(repr=False)
+    population: dict[str, int] = field(default_factory=dict)
+    screen: ScreenResult | None = None
+    proportional: Allocation | None = None
+    neyman: Allocation | None = None
+    method: str = "neyman"
+    cost_hours: dict[str, float] = field(default_factory=dict)
+    budget_hours: float = 0.0
+    planned_hours: float = 0.0
+    selected: list[SelectedTask] = field(default_factory=list)
+    controls_false_accept_bound: float | None = None
+    power: PowerEstimate | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def task_list(self) -> dict[str, Any]:
+        """The signal-task list the farm runner reads."""
+        return {
+            "kind": "realbench-signal-tasks",
+            "version": 1,
+            "base": self.base,
+            "trained": self.trained,
+            "allocation": self.method,
+            "budget_hours": self.budget_hours,
+            "population": self.population,
+            "tasks": [t.to_dict() for t in self.selected],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        counts = self.classification["stratum"].value_counts().to_dict()
+        return {
+            "base": self.base,
+            "trained": self.trained,
+            "strata_counts": {str(k): int(v) for k, v in counts.items()},
+            "population": self.population,
+            "screen": None if self.screen is None else self.screen.to_dict(),
+            "allocation": {
+                "method": self.method,
+                "proportional": None if self.proportional is None else self.proportional.to_dict(),
+                "neyman": None if self.neyman is None else self.neyman.to_dict(),
+            },
+            "cost_hours_per_task": self.cost_hours,
+            "budget_hours": self.budget_hours,
+            "planned_hours": self.planned_hours,
+            "selected": [t.to_dict() for t in self.selected],
+            "controls_false_accept_bound": self.controls_false_accept_bound,
+            "power": None if self.power is None else self.power.to_dict(),
+            "notes": self.notes,
+        }
+
+
+def _budget_allocation(
+    population: dict[str, int],
+    s_h: dict[str, float],
+    cost_h: dict[str, float],
+    budget: float,
+    method: str,
+    min_per_stratum: int,
+    floors: dict[str, int] | None = None,
+) -> Allocation:
+    """The largest allocation (by total tasks) of the chosen method whose cost fits the budget."""
+
+    def alloc(n: int) -> Allocation:
+        if method == "neyman":
+            return neyman_allocation(population, s_h, n, cost_h, min_per_stratum, floors)
+        return proportional_allocation(population, n, min_per_stratum, floors)
+
+    def cost(a: Allocation) -> float:
+        return sum(n * cost_h[h] for h, n in a.as_dict().items())
+
+    total = sum(population.values())
+    floor = sum(min(max(min_per_stratum, (floors or {}).get(h, 0)), v) for h, v in population.items())
+    best = alloc(floor)
+    if cost(best) > budget:
+        raise AnalysisError(
+            f"a budget of {budget:g} device-hours cannot cover the minimum tasks per stratum and controls "
+            f"({cost(best):.2f} h needed)",
+            hint="raise --budget-hours or lower --runs",
+        )
+    for n in range(floor + 1, total + 1):
+        a = alloc(n)
+        if cost(a) > budget:
+            break
+        best = a
+    return best
+
+
+def select_tasks(
+    df: pd.DataFrame,
+    *,
+    base: str,
+    trained: str,
+    budget_hours: float,
+    runs_per_model: int = 3,
+    episode_seconds: float | None = None,
+    method: str = "neyman",
+    alpha: float = 0.1,
+    min_per_stratum: int = 2,
+    traces: dict[str, list[RecordedTrace]] | None = None,
+    replayer: Replayer | None = None,
+    replay_k: int = 3,
+    min_controls: int = 0,
+    seed: int = 0,
+) -> SelectionResult:
+    """Classify, screen, allocate and draw the signal-task sample (METHODS §2).
+
+    ``min_controls`` raises the both-fail sample (the stable-failure controls) to at least that
+    many tasks where the stratum has them: n controls without a false accept bound FPR ≤ 3/n.
+    """
+    if method not in ("neyman", "proportional"):
+        raise ConfigError(f"unknown allocation {method!r}", hint="neyman or proportional")
+    if budget_hours <= 0:
+        raise ConfigError("--budget-hours must be positive")
+    rng = np.random.default_rng(seed)
+    notes = [
+        "estimate clone gains from fresh confirmation runs, not the runs used here to classify (winner's curse)"
+    ]
+    cls = classify_tasks(df, base, trained, alpha)
+    screen = None
+    if replayer is not None and traces:
+        screened = reproducibility_screen(traces, replayer, replay_k)
+        dropped = {s.task for s in screened if not s.kept}
+        kept_mask = ~cls.index.isin(list(dropped))
+        screen = ScreenResult(
+            True,
+            replay_k,
+            screened,
+            len(dropped & set(cls.index)) / max(len(cls), 1),
+            float(cls.loc[kept_mask, "g_s"].mean()) if kept_mask.any() else None,
+            float(cls.loc[~kept_mask, "g_s"].mean()) if (~kept_mask).any() else None,
+        )
+        cls = cls.assign(screened_out=~kept_mask)
+    else:
+        why = "no replayer given" if replayer is None else "no recorded traces (a table has none)"
+        screen = ScreenResult(False, replay_k, [], 0.0, None, None, f"reproducibility screen not run: {why}")
+        notes.append(screen.note)
+        cls = cls.assign(screened_out=False)
+    pool = cls[~cls["screened_out"]]
+    population = {s.value: int((pool["stratum"] == s.value).sum()) for s in Stratum}
+    population = {k: v for k, v in population.items() if v > 0}
+    if not population:
+        raise AnalysisError(
+            "no tasks left after the reproducibility screen", hint="fix the flaky clone tasks"
+        )
+    default_secs = (
+        float(pool["duration_s"].mean())
+        if "duration_s" in pool and pool["duration_s"].notna().any()
+        else 90.0
+    )
+    cost_h: dict[str, float] = {}
+    s_h: dict[str, float] = {}
+    for h in population:
+        members = pool[pool["stratum"] == h]
+        secs = episode_seconds
+        if secs is None:
+            secs = (
+                float(members["duration_s"].mean())
+                if "duration_s" in members and members["duration_s"].notna().any()
+                else default_secs
+            )
+        cost_h[h] = runs_per_model * 2 * secs / 3600.0
+        # S_{z,h} from the clone: the spread of clone gains within the stratum.
+        s_h[h] = float(members["g_s"].std(ddof=1)) if len(members) > 1 else 0.0
+    floors = {Stratum.BOTH_FAIL.value: min_controls} if min_controls else None
+    prop = _budget_allocation(population, s_h, cost_h, budget_hours, "proportional", min_per_stratum, floors)
+    ney = _budget_allocation(population, s_h, cost_h, budget_hours, "neyman", min_per_stratum, floors)
+    chosen = ney if method == "neyman" else prop
+    selected: list[SelectedTask] = []
+    for h, n_h in chosen.as_dict().items():
+        members = pool[pool["stratum"] == h].index.to_numpy()
+        picks = sorted(rng.choice(members, size=n_h, replace=False).tolist())
+        role = {"gain": "signal", "both-fail": "control"}.get(h, "stratum-sample")
+        selected += [SelectedTask(str(t), h, role, runs_per_model, float(pool.loc[t, "g_s"])) for t in picks]
+    planned = sum(n * cost_h[h] for h, n in chosen.as_dict().items())
+    n_controls = sum(1 for t in selected if t.role == "control")
+    bound = min(1.0, 3.0 / n_controls) if n_controls else None
+    if n_controls == 0:
+        notes.append(
+            "no both-fail tasks: no stable-failure controls, the judge's false-accept rate is unbounded"
+        )
+    power = _power(pool.loc[[t.task for t in selected]], runs_per_model)
+    return SelectionResult(
+        base=base,
+        trained=trained,
+        classification=cls,
+        population=population,
+        screen=screen,
+        proportional=prop,
+        neyman=ney,
+        method=method,
+        cost_hours=cost_h,
+        budget_hours=budget_hours,
+        planned_hours=planned,
+        selected=selected,
+        controls_false_accept_bound=bound,
+        power=power,
+        notes=notes,
+    )
+
+
+def _power(sel: pd.DataFrame, m: int) -> PowerEstimate:
+    """Power of the device test of gain > 0 if the clone rates carried over to the device (§2.6)."""
+    p_b = sel["p_b"].to_numpy(float)
+    p_r = sel["p_r"].to_numpy(float)
+    p10 = float(np.mean(p_r * (1 - p_b)))
+    p01 = float(np.mean(p_b * (1 - p_r)))
+    n = len(sel)
+    note = "assumes full retention: the clone success rates carry over to the device"
+    if p10 <= p01:
+        return PowerEstimate(
+            n, p10, p01, 0.0, None, None, m, note + "; no expected gain among selected tasks"
+        )
+    power = mcnemar_power(n, p10, p01)
+    size = mcnemar_sample_size(p10, p01)
+    delta = float(np.mean(p_r - p_b))
+    s2w = float(np.mean(p_r * (1 - p_r) + p_b * (1 - p_b)))
+    s2t = max(float(np.var(p_r - p_b, ddof=1)) if n > 1 else 0.0, 0.0)
+    n_m = repeated_runs_sample_size(delta, s2t, s2w, m) if delta != 0 else None
+    return PowerEstimate(n, p10, p01, power, size.n_exact, n_m, m, note)
+
+
+def write_task_list(result: SelectionResult, path: Path) -> None:
+    """Write the signal-task list as JSON (or YAML for .yaml/.yml)."""
+    import json
+
+    data = result.task_list()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def false_accept_bound(n_controls: int) -> float:
+    """Rule of three: no false accept among n stable-failure controls ⇒ FPR ≤ 3/n at 95 %."""
+    return math.inf if n_controls <= 0 else min(1.0, 3.0 / n_controls)
