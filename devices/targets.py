@@ -55,7 +55,6 @@ def make_agent_factory(spec: str, pack: TaskPack, options: dict[str, Any], seed:
     def factory() -> Agent:
         return make_agent(spec, pack=pack, seed=seed, **clean)
 
-    factory()  # fail fast on a bad spec or missing endpoint options, before any episode starts
     return factory
 
 
@@ -89,7 +88,8 @@ def phone_targets(pack: TaskPack, kind: TargetKind, rig: Path | None) -> Iterato
         raise ConfigError(f"--target {kind} needs --rig", hint="e.g. --rig rigs/virtual.yaml (virtual phones) or your lab's rig")
     from devices.farm import targets_from_rig
 
-    with targets_from_rig(rig, pack, kind) as targets:
+    with targets_from_rig(rig, pack, kind) as farm:
+        targets: list[Target] = [*farm]
         yield targets
 
 
@@ -120,7 +120,11 @@ def run_pack(
     pack = load_pack(pack_path)
     keys = plan_episodes(pack, task_ids=parse_task_selection(tasks), repeats=repeats, seed=seed)
     factory = make_agent_factory(agent, pack, agent_options or {}, seed)
-    rid = run_id or default_run_id(agent, kind.value)
+    probe = factory()
+    # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
+    agent_name = probe.name
+    rid = run_id or default_run_id(agent_name, kind.value)
+    settings = getattr(probe, "settings", None)
     store = RunStore(out)
     config = {
         "pack": str(pack_path),
@@ -135,8 +139,9 @@ def run_pack(
         "scheduler": scheduler,
         "model": (agent_options or {}).get("model"),
         "format": (agent_options or {}).get("fmt"),
+        "agent_settings": settings() if callable(settings) else None,
     }
-    store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent, target=kind.value, config=config)
+    store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=config)
     with ExitStack() as stack:
         if kind is TargetKind.CLONE:
             targets = stack.enter_context(clone_targets(pack, workers=workers, server_url=server_url, drift=drift, scale=scale))

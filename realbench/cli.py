@@ -562,6 +562,15 @@ def judge_cmd(
     cache: Annotated[
         bool, typer.Option("--cache/--no-cache", help="Reuse verdicts cached in RUNDIR/judge_cache")
     ] = True,
+    price_in: Annotated[
+        float, typer.Option("--price-in", help="Judge cost per million prompt tokens (for the cost columns)")
+    ] = 0.0,
+    price_out: Annotated[
+        float, typer.Option("--price-out", help="Judge cost per million completion tokens")
+    ] = 0.0,
+    judge_decided: Annotated[
+        bool, typer.Option("--judge-decided", help="Also judge episodes the checks decide (judge audits)")
+    ] = False,
 ) -> None:
     """Judge a run's episodes: deterministic checks first, then each VLM judge; verdicts go into the store."""
     import json
@@ -579,6 +588,9 @@ def judge_cmd(
         api_key_env=api_key_env,
         concurrency=concurrency,
         use_cache=cache,
+        price_in_per_mtok=price_in,
+        price_out_per_mtok=price_out,
+        judge_decided=judge_decided,
     )
     console.print_json(json.dumps(summary))
 

@@ -103,7 +103,14 @@ class RunStore:
                 hint="the file is damaged or not a realbench store",
             ) from None
         self._db.row_factory = sqlite3.Row
+        self._migrate()
         self._sweep_interrupted_writes()
+
+    def _migrate(self) -> None:
+        """Bring a store made by an earlier version up to the current schema."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(verdicts)")}
+        if "cost_usd" not in columns:
+            self._db.execute("ALTER TABLE verdicts ADD COLUMN cost_usd REAL")
 
     def _sweep_interrupted_writes(self) -> None:
         """Remove episode folders half-written by a process that no longer runs (killed mid-write)."""

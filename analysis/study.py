@@ -1,0 +1,222 @@
+"""The whole clone-vs-phone study, end to end (what `realbench demo` and `make demo` run).
+
+Stages, each writing under the study folder and each resumable (a rerun skips finished work):
+
+1. clone   — base and trained policies on every task of the pack on the headless clone, m runs each
+             (run store `clone/`);
+2. select  — strata from those runs, the reproducibility screen (recorded traces replayed on a fresh
+             clone), device-budget allocation, stable-failure controls (`signal.json`);
+3. real    — both policies on the selected tasks on the phones of a rig, interleaved on the same
+             phones (run store `real/`); with no phone attached, virtual phones showing drifted clones;
+4. judge   — deterministic checks and the judges over the real-app episodes;
+5. analyse — gains, retention with Fieller/delta/BCa intervals (`retention.json`);
+6. report  — one self-contained HTML report with the replay viewer (`report.html`).
+
+On the embedded defaults the policies are synthetic and the phones virtual; both are labelled so
+in every output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class StudyConfig:
+    out: Path = Path("out/demo")
+    pack: Path = ROOT / "taskpacks" / "train_ticketing"
+    base: str = "synthetic:base"
+    trained: str = "synthetic:trained"
+    clone_repeats: int = 3
+    real_repeats: int = 2
+    budget_hours: float = 0.4
+    controls: int = 2
+    replay_k: int = 2
+    rig: Path = ROOT / "rigs" / "virtual.yaml"
+    target: str = "real"
+    workers: int = 2
+    scale: float = 2.625
+    judges: list[str] = field(default_factory=list)
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class StageTiming:
+    name: str
+    seconds: float
+    note: str = ""
+
+
+@dataclass
+class StudyResult:
+    out: Path
+    stages: list[StageTiming]
+    retention: dict[str, Any] | None
+    report: Path | None
+    summaries: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "out": str(self.out),
+            "stages": [asdict(s) for s in self.stages],
+            "retention": self.retention,
+            "report": str(self.report) if self.report else None,
+            "summaries": self.summaries,
+        }
+
+
+class Study:
+    def __init__(self, config: StudyConfig, console: Console | None = None) -> None:
+        self.cfg = config
+        self.console = console or Console(stderr=True)
+        self.out = Path(config.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.stages: list[StageTiming] = []
+        self.summaries: dict[str, Any] = {}
+
+    @property
+    def clone_store(self) -> Path:
+        return self.out / "clone"
+
+    @property
+    def real_store(self) -> Path:
+        return self.out / "real"
+
+    @property
+    def signal_path(self) -> Path:
+        return self.out / "signal.json"
+
+    def _stage(self, name: str, fn: Callable[[], str | None]) -> None:
+        self.console.rule(f"[bold]{name}")
+        t0 = time.perf_counter()
+        note = fn() or ""
+        seconds = time.perf_counter() - t0
+        self.stages.append(StageTiming(name, round(seconds, 1), note))
+        self.console.print(f"[green]✓[/] {name} ({seconds:.0f} s){': ' + note if note else ''}")
+
+    def _run(self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None) -> dict[str, Any]:
+        from devices.targets import run_pack
+
+        summary = run_pack(
+            pack_path=self.cfg.pack,
+            out=out,
+            target=target,
+            agent=agent,
+            repeats=repeats,
+            seed=self.cfg.seed,
+            tasks=tasks,
+            workers=self.cfg.workers,
+            rig=self.cfg.rig if target != "clone" else None,
+            scale=self.cfg.scale,
+            progress=self.cfg.progress,
+        )
+        self.summaries[f"{summary['run_id']}"] = summary
+        return summary
+
+    # --- stages -------------------------------------------------------------------------------
+
+    def clone_runs(self) -> str:
+        notes = []
+        for agent in (self.cfg.base, self.cfg.trained):
+            s = self._run(out=self.clone_store, target="clone", agent=agent, repeats=self.cfg.clone_repeats)
+            notes.append(f"{agent} {s['successes']}/{s['episodes']}")
+        return ", ".join(notes)
+
+    def select(self) -> str:
+        from analysis.commands import select_command
+        from devices.replay import CloneReplayer
+
+        with CloneReplayer(self.cfg.pack) as replayer:
+            result = select_command(
+                [self.clone_store],
+                base=self.cfg.base,
+                trained=self.cfg.trained,
+                budget_hours=self.cfg.budget_hours,
+                runs=self.cfg.real_repeats,
+                replay_k=self.cfg.replay_k,
+                replayer=replayer,
+                controls=self.cfg.controls,
+                seed=self.cfg.seed,
+                out=self.signal_path,
+                console=self.console,
+            )
+        return f"{len(result.selected)} tasks selected for the phones"
+
+    def real_runs(self) -> str:
+        notes = []
+        for agent in (self.cfg.base, self.cfg.trained):
+            s = self._run(
+                out=self.real_store,
+                target=self.cfg.target,
+                agent=agent,
+                repeats=self.cfg.real_repeats,
+                tasks="@" + str(self.signal_path),
+            )
+            notes.append(f"{agent}: {s['episodes']} episodes, {s['aborted']} aborted, abort rate {s['abort_rate']:.0%}")
+        return "; ".join(notes)
+
+    def judge(self) -> str:
+        from realbench.judge.commands import judge_run
+
+        summary = judge_run(self.real_store, self.cfg.judges, pack_path=self.cfg.pack)
+        self.summaries["judge"] = summary
+        return f"{len(self.cfg.judges)} judge(s) after deterministic checks"
+
+    def analyse(self) -> str:
+        from analysis.commands import retention_command
+
+        result = retention_command(
+            clone=[self.clone_store],
+            real=[self.real_store],
+            base=self.cfg.base,
+            trained=self.cfg.trained,
+            tasks=self.signal_path,
+            real_env=self.cfg.target,
+            seed=self.cfg.seed,
+            console=self.console,
+        )
+        data = result.to_dict()
+        (self.out / "retention.json").write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+        self.retention = data
+        r = data.get("retention")
+        return f"R = {r:.2f}" if isinstance(r, float) else "retention not estimable"
+
+    def report(self) -> str:
+        from analysis.commands import report_command
+
+        self.report_path = report_command(
+            [self.clone_store, self.real_store],
+            out=self.out / "report.html",
+            base=self.cfg.base,
+            trained=self.cfg.trained,
+            tasks=self.signal_path,
+            seed=self.cfg.seed,
+            console=self.console,
+        )
+        return str(self.report_path)
+
+    def run(self) -> StudyResult:
+        self.retention: dict[str, Any] | None = None
+        self.report_path: Path | None = None
+        self._stage("1 · clone runs (base and trained on the headless clone)", self.clone_runs)
+        self._stage("2 · signal-task selection", self.select)
+        self._stage(f"3 · {self.cfg.target} runs on the rig's phones", self.real_runs)
+        self._stage("4 · checks and judges", self.judge)
+        self._stage("5 · gain retention", self.analyse)
+        self._stage("6 · report", self.report)
+        result = StudyResult(self.out, self.stages, self.retention, self.report_path, self.summaries)
+        (self.out / "study.json").write_text(json.dumps(result.as_dict(), ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+        return result

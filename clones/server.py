@@ -1,0 +1,658 @@
+"""The clone server: one Starlette app hosting many in-memory sessions of every clone.
+
+A session is ``{id, clone, state, version, drift, baseline}``; the server owns the state, renders
+screens from it, applies UI events posted by the page runtime (clones/static/runtime.js), and
+offers state get/put, diff, snapshot and restore so a reset never restarts a browser.
+
+JSON API (all under /api):
+  POST   /api/sessions                     {clone, setup?, params?, state?, drift?} -> {session, version}
+  GET    /api/sessions/{sid}/state         -> the state document
+  PUT    /api/sessions/{sid}/state         full state -> {version}
+  GET    /api/sessions/{sid}/diff?snapshot=ID   -> {changes}  (against the baseline without ID)
+  POST   /api/sessions/{sid}/snapshot      -> {snapshot}
+  POST   /api/sessions/{sid}/restore       {snapshot} | {state} | {setup, params} -> {version, route, html}
+  POST   /api/sessions/{sid}/event         {ev, arg, form, long_press} -> {version, route, html}
+  DELETE /api/sessions/{sid}
+  GET    /api/clones, GET /healthz
+Pages: GET /s/{sid} (the whole page), GET /s/{sid}/screen -> {version, route, html}.
+
+What the page shell adds around a clone's `render(state)`: the shared stylesheet
+(clones/static/base.css) plus the clone's optional `stylesheet` text, a status bar with the virtual
+clock (system UI: not in the hierarchy dump), a generic dialog for ``ui.dialog = {title, message,
+buttons: [{label, ev, arg}]}`` (any other ``ui.dialog`` value is the clone's to draw), a toast for
+``ui.toast`` unless the clone's screen already shows that text, and the drift overlays. A handler
+that raises CloneError leaves the state as it was and shows its message as the toast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import errno
+import functools
+import html
+import logging
+import secrets
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
+from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
+from realbench.errors import CloneError, RealbenchError, ServerError, UnknownNameError
+from realbench.taskpack import CloneSetup
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+MAX_SNAPSHOTS = 4096
+STATE_KEYS = ("world", "user", "ui", "clock")
+
+
+@functools.cache
+def _asset(name: str) -> str:
+    return (STATIC_DIR / name).read_text(encoding="utf-8")
+
+
+# --- request bodies --------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSession(_Body):
+    clone: str = Field(min_length=1)
+    setup: CloneSetup | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    state: dict[str, Any] | None = None
+    drift: Drift | str | dict[str, Any] | None = None
+
+
+class EventBody(_Body):
+    ev: str = Field(min_length=1, max_length=200)
+    arg: str | None = None
+    form: dict[str, str] = Field(default_factory=dict)
+    long_press: bool = False
+
+    @field_validator("arg", mode="before")
+    @classmethod
+    def _arg_as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+
+    @field_validator("form", mode="before")
+    @classmethod
+    def _form_as_text(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {
+                k: str(x) if isinstance(x, int | float) and not isinstance(x, bool) else x
+                for k, x in v.items()
+            }
+        return v
+
+
+class RestoreBody(_Body):
+    snapshot: str | None = None
+    state: dict[str, Any] | None = None
+    setup: CloneSetup | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- sessions ----------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """An HTTP error answer with a message and a hint (never a traceback)."""
+
+    def __init__(self, status: int, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.hint = hint
+
+
+def check_state_shape(state: Any) -> State:
+    if not isinstance(state, dict) or any(k not in state for k in STATE_KEYS):
+        raise ApiError(400, f"a clone state is a JSON object with keys {list(STATE_KEYS)}")
+    ui = state["ui"]
+    if (
+        not isinstance(ui, dict)
+        or not isinstance(ui.get("route"), str)
+        or not isinstance(ui.get("form", {}), dict)
+    ):
+        raise ApiError(400, "state.ui must hold a string 'route' and a 'form' object")
+    ui.setdefault("stack", [])
+    ui.setdefault("form", {})
+    ui.setdefault("toast", None)
+    ui.setdefault("dialog", None)
+    ui.setdefault("args", {})
+    return state
+
+
+def _working_copy(state: State) -> State:
+    """A copy a handler may mutate. The world is read-only by contract, so copies (working states,
+    snapshots, baselines) share it instead of copying it."""
+    return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+
+
+@dataclass
+class Snapshot:
+    clone: str
+    state: State
+
+
+@dataclass
+class Session:
+    id: str
+    clone: Clone
+    state: State
+    drift: Drift | None = None
+    version: int = 1
+    baseline: State = field(default_factory=dict)
+    overlays: DriftScreen | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    created: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        if self.drift is not None and not self.drift.is_none:
+            self.overlays = DriftScreen(self.drift)
+        self.reset_to(self.state)
+
+    def reset_to(self, state: State) -> None:
+        """Start over from `state` as an app launch would: new baseline, overlays re-armed."""
+        self.state = state
+        self.baseline = _working_copy(state)
+        if self.overlays is not None:
+            self.overlays.arm()
+        self.version += 1
+
+    def apply(self, event: UIEvent) -> None:
+        """Apply one UI event. A refusal (CloneError) leaves the state as it was, plus a toast."""
+        overlay_open = self.overlays is not None and self.overlays.active is not None
+        if overlay_open and event.name in (DRIFT_EVENT, "__back__"):
+            assert self.overlays is not None
+            self.overlays.dismiss(event.arg if event.name == DRIFT_EVENT else None)
+            self.state["ui"]["form"].update(event.form)
+            self.version += 1
+            return
+        if event.name == DRIFT_EVENT:
+            self.version += 1  # an overlay that already closed (e.g. the ad timed out)
+            return
+        work = _working_copy(self.state)
+        try:
+            self.clone.handle(work, event)
+        except CloneError as exc:
+            self.state["ui"]["form"].update(event.form)
+            self.state["ui"]["toast"] = exc.message
+        else:
+            self.state = work
+        self.version += 1
+
+
+class SessionStore:
+    """All sessions and snapshots of one server. Safe to use from several threads."""
+
+    def __init__(self, max_snapshots: int = MAX_SNAPSHOTS) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_snapshots = max_snapshots
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def build(
+        self, clone: Clone, setup: CloneSetup | None, params: dict[str, Any], drift: Drift | None
+    ) -> State:
+        setup = setup or CloneSetup()
+        if drift is not None and drift.data_seed is not None:
+            setup = setup.model_copy(update={"data": {**setup.data, "data_seed": drift.data_seed}})
+        return check_state_shape(clone.build_state(setup, params))
+
+    def create(self, body: CreateSession) -> Session:
+        clone = get_clone(body.clone)
+        drift = resolve_drift(body.drift, clone)
+        if body.state is not None:
+            state = check_state_shape(copy.deepcopy(body.state))
+        else:
+            state = self.build(clone, body.setup, body.params, drift)
+        session = Session(id=secrets.token_hex(8), clone=clone, state=state, drift=drift)
+        with self._lock:
+            self._sessions[session.id] = session
+        log.debug("session %s of %s created", session.id, clone.name)
+        return session
+
+    def get(self, sid: str) -> Session:
+        session = self._sessions.get(sid)
+        if session is None:
+            raise ApiError(404, f"no session {sid!r}", "create one with POST /api/sessions")
+        return session
+
+    def delete(self, sid: str) -> None:
+        with self._lock:
+            if self._sessions.pop(sid, None) is None:
+                raise ApiError(404, f"no session {sid!r}")
+
+    def snapshot(self, session: Session) -> str:
+        with session.lock:
+            snap = Snapshot(session.clone.name, _working_copy(session.state))
+        sid = "snap-" + secrets.token_hex(8)
+        with self._lock:
+            self._snapshots[sid] = snap
+            while len(self._snapshots) > self.max_snapshots:
+                self._snapshots.popitem(last=False)
+        return sid
+
+    def snapshot_for(self, session: Session, snapshot_id: str) -> Snapshot:
+        with self._lock:
+            snap = self._snapshots.get(snapshot_id)
+            if snap is not None:
+                self._snapshots.move_to_end(snapshot_id)
+        if snap is None:
+            raise ApiError(
+                404, f"no snapshot {snapshot_id!r}", "snapshots are kept in memory; take a new one"
+            )
+        if snap.clone != session.clone.name:
+            raise ApiError(
+                400,
+                f"snapshot {snapshot_id!r} is a state of clone {snap.clone!r}, but session {session.id!r} "
+                f"runs clone {session.clone.name!r}",
+                "restore it into a session of the same clone",
+            )
+        return snap
+
+    def restore(self, session: Session, body: RestoreBody) -> None:
+        given = [x for x in (body.snapshot, body.state, body.setup) if x is not None]
+        if len(given) != 1:
+            raise ApiError(400, "restore takes exactly one of 'snapshot', 'state' or 'setup'")
+        if body.snapshot is not None:
+            state = _working_copy(self.snapshot_for(session, body.snapshot).state)
+        elif body.state is not None:
+            state = check_state_shape(copy.deepcopy(body.state))
+        else:
+            state = self.build(session.clone, body.setup, body.params, session.drift)
+        with session.lock:
+            session.reset_to(state)
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _status_bar(state: State) -> str:
+    clock = str(state.get("clock", ""))
+    hhmm = clock[11:16] if len(clock) >= 16 else ""
+    return (
+        '<div class="rb-statusbar" data-rb-skip="1" aria-hidden="true">'
+        f'<span class="rb-time">{html.escape(hhmm)}</span><span class="rb-sys">5G ▮▮▮ 86%</span></div>'
+    )
+
+
+def _dialog(dialog: Any) -> str:
+    """The framework's generic dialog, for ``ui.dialog = {title, message, buttons: [{label, ev, arg}]}``.
+    A clone that draws its own dialogs stores anything else there and renders it itself."""
+    if not isinstance(dialog, dict) or not isinstance(dialog.get("buttons"), list):
+        return ""
+    buttons = []
+    for b in dialog["buttons"]:
+        if not isinstance(b, dict):
+            continue
+        arg = f' data-arg="{html.escape(str(b["arg"]))}"' if b.get("arg") is not None else ""
+        buttons.append(
+            f'<button class="btn dialog-btn" data-ev="{html.escape(str(b.get("ev", "__back__")))}"{arg}>'
+            f"{html.escape(str(b.get('label', '')))}</button>"
+        )
+    return (
+        '<div class="modal"><div class="dialog" role="dialog">'
+        f'<div class="dialog-title">{html.escape(str(dialog.get("title", "")))}</div>'
+        f'<div class="dialog-body">{html.escape(str(dialog.get("message", "")))}</div>'
+        f'<div class="dialog-actions">{"".join(buttons)}</div></div></div>'
+    )
+
+
+def render_screen(session: Session) -> str:
+    """The inner HTML of ``#app``: status bar, the clone's screen, dialog, toast, drift overlays."""
+    state = session.state
+    ui = state["ui"]
+    app_html = session.clone.render(state) + _dialog(ui.get("dialog"))
+    toast = ui.get("toast")
+    # Clones may draw their own toast; the framework draws one only where the clone did not.
+    if toast and html.escape(str(toast)) not in app_html:
+        app_html += f'<div class="toast" role="alert">{html.escape(str(toast))}</div>'
+    drift = session.drift
+    shift = ""
+    if drift is not None:
+        app_html = relabel_html(app_html, drift.relabel)
+        shift = shift_html(drift.layout_shift_px)
+    overlay = session.overlays.overlay_html(session.clone.title) if session.overlays is not None else ""
+    return f'{_status_bar(state)}<main class="rb-screen">{shift}{app_html}</main>{overlay}'
+
+
+def render_page(session: Session) -> str:
+    clone = session.clone
+    extra_css = getattr(clone, "stylesheet", "") or ""
+    extra = f"<style>{extra_css}</style>" if extra_css else ""
+    return (
+        '<!doctype html><html lang="zh-CN"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1,maximum-scale=1,user-scalable=no">'
+        f"<title>{html.escape(clone.title)}</title><style>{_asset('base.css')}</style>{extra}</head>"
+        f'<body data-session="{session.id}" data-version="{session.version}" '
+        f'data-route="{html.escape(str(session.state["ui"]["route"]))}" data-package="{html.escape(clone.package)}">'
+        f'<div id="app">{render_screen(session)}</div>'
+        f"<script>{_asset('runtime.js')}</script></body></html>"
+    )
+
+
+def _screen_payload(session: Session) -> dict[str, Any]:
+    return {"version": session.version, "route": session.state["ui"]["route"], "html": render_screen(session)}
+
+
+# --- the app ---------------------------------------------------------------------------------
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def _problem(status: int, message: str, hint: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": message, "hint": hint}, status_code=status)
+
+
+def _endpoint(fn: Endpoint) -> Endpoint:
+    """Turns ApiError/RealbenchError into clear 4xx answers and anything else into a logged 500."""
+
+    @functools.wraps(fn)
+    async def wrapper(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except ApiError as exc:
+            return _problem(exc.status, exc.message, exc.hint)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(body)"
+            return _problem(400, f"invalid request body: field {where!r}: {first['msg']}")
+        except UnknownNameError as exc:
+            return _problem(400, exc.message, exc.hint)
+        except RealbenchError as exc:
+            return _problem(400, exc.message, exc.hint)
+        except Exception:
+            log.exception("clone server error on %s %s", request.method, request.url.path)
+            return _problem(500, "internal error in the clone server (traceback logged)")
+
+    return wrapper
+
+
+async def _json(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        import json
+
+        return json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "request body is not valid JSON") from None
+
+
+def create_app(store: SessionStore | None = None) -> Starlette:
+    store = store or SessionStore()
+
+    @_endpoint
+    async def create_session(request: Request) -> Response:
+        body = CreateSession.model_validate(await _json(request))
+        session = store.create(body)
+        return JSONResponse({"session": session.id, "version": session.version})
+
+    @_endpoint
+    async def get_state(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        with session.lock:
+            return JSONResponse(session.state, headers={"x-version": str(session.version)})
+
+    @_endpoint
+    async def put_state(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        state = check_state_shape(await _json(request))
+        with session.lock:
+            session.state = state
+            session.version += 1
+            return JSONResponse({"version": session.version})
+
+    @_endpoint
+    async def get_diff(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        snap_id = request.query_params.get("snapshot")
+        before = store.snapshot_for(session, snap_id).state if snap_id else session.baseline
+        with session.lock:
+            return JSONResponse({"changes": diff(before, session.state)})
+
+    @_endpoint
+    async def take_snapshot(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        return JSONResponse({"snapshot": store.snapshot(session)})
+
+    @_endpoint
+    async def restore(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        store.restore(session, RestoreBody.model_validate(await _json(request)))
+        with session.lock:
+            return JSONResponse(_screen_payload(session))
+
+    @_endpoint
+    async def post_event(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        raw = await _json(request)
+        if not isinstance(raw, dict):
+            raise ApiError(400, "an event is a JSON object {ev, arg, form, long_press}")
+        body = EventBody.model_validate(raw)
+        if session.drift is not None and session.drift.latency_ms:
+            await asyncio.sleep(session.drift.latency_ms / 1000)
+        event = UIEvent(name=body.ev, arg=body.arg, form=dict(body.form), long_press=body.long_press)
+        with session.lock:
+            session.apply(event)
+            return JSONResponse(_screen_payload(session))
+
+    @_endpoint
+    async def delete_session(request: Request) -> Response:
+        store.delete(request.path_params["sid"])
+        return JSONResponse({"deleted": request.path_params["sid"]})
+
+    @_endpoint
+    async def list_clones(request: Request) -> Response:
+        out = []
+        for name in clone_names():
+            clone = get_clone(name)
+            out.append(
+                {"name": name, "package": clone.package, "title": clone.title, "routes": clone.routes()}
+            )
+        return JSONResponse({"clones": out})
+
+    @_endpoint
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True, "sessions": len(store)})
+
+    async def page(request: Request) -> Response:
+        try:
+            session = store.get(request.path_params["sid"])
+            with session.lock:
+                return HTMLResponse(render_page(session))
+        except ApiError as exc:
+            return HTMLResponse(f"<h1>{html.escape(exc.message)}</h1>", status_code=exc.status)
+        except Exception:
+            log.exception("clone server error rendering page %s", request.url.path)
+            return HTMLResponse("<h1>internal error (traceback logged)</h1>", status_code=500)
+
+    @_endpoint
+    async def screen(request: Request) -> Response:
+        session = store.get(request.path_params["sid"])
+        with session.lock:
+            return JSONResponse(_screen_payload(session))
+
+    async def index(request: Request) -> Response:
+        links = "".join(
+            f'<li><a href="/new/{html.escape(n)}">{html.escape(get_clone(n).title)}</a> ({html.escape(n)}) · '
+            f'<a href="/new/{html.escape(n)}?drift=mild">mild drift</a> · '
+            f'<a href="/new/{html.escape(n)}?drift=heavy">heavy drift</a></li>'
+            for n in clone_names()
+        )
+        return HTMLResponse(f"<!doctype html><meta charset='utf-8'><h1>realbench clones</h1><ul>{links}</ul>")
+
+    @_endpoint
+    async def new_page(request: Request) -> Response:
+        """Open a fresh session of a clone in a browser (for people; agents use the JSON API)."""
+        drift = request.query_params.get("drift")
+        try:
+            seed = int(request.query_params.get("seed", 0))
+        except ValueError:
+            raise ApiError(400, "seed must be an integer") from None
+        body = CreateSession(
+            clone=request.path_params["clone"],
+            setup=CloneSetup(seed=seed),
+            drift={"profile": drift, "seed": seed} if drift else None,
+        )
+        session = store.create(body)
+        return RedirectResponse(f"/s/{session.id}", status_code=303)
+
+    routes = [
+        Route("/", index),
+        Route("/new/{clone}", new_page),
+        Route("/healthz", healthz),
+        Route("/api/clones", list_clones),
+        Route("/api/sessions", create_session, methods=["POST"]),
+        Route("/api/sessions/{sid}", delete_session, methods=["DELETE"]),
+        Route("/api/sessions/{sid}/state", get_state, methods=["GET"]),
+        Route("/api/sessions/{sid}/state", put_state, methods=["PUT"]),
+        Route("/api/sessions/{sid}/diff", get_diff),
+        Route("/api/sessions/{sid}/snapshot", take_snapshot, methods=["POST"]),
+        Route("/api/sessions/{sid}/restore", restore, methods=["POST"]),
+        Route("/api/sessions/{sid}/event", post_event, methods=["POST"]),
+        Route("/s/{sid}", page),
+        Route("/s/{sid}/screen", screen),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.state.store = store
+    return app
+
+
+# --- running it ------------------------------------------------------------------------------
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0 picks a free one); a taken port is a ServerError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ServerError(
+                f"cannot start the clone server: {host}:{port} is already in use",
+                hint=f"pass another --port, or stop the process listening there (`ss -ltnp | grep :{port}`)",
+            ) from None
+        raise ServerError(
+            f"cannot start the clone server on {host}:{port}: {exc.strerror}", hint="check --host"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn_config(app: Starlette, log_level: str) -> uvicorn.Config:
+    return uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", timeout_keep_alive=120)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    log_level: str = "info",
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Run the clone server in the foreground until interrupted (`realbench serve`).
+    `announce` receives the URL once the port is bound."""
+    sock = bind_socket(host, port)
+    url = f"http://{host}:{sock.getsockname()[1]}"
+    log.info("clone server listening on %s (clones: %s)", url, ", ".join(clone_names()) or "none")
+    if announce is not None:
+        announce(url)
+    uvicorn.Server(_uvicorn_config(create_app(), log_level)).run(sockets=[sock])
+
+
+class CloneServer:
+    """The clone server on a free port in a background thread, for in-process use.
+
+    ``with CloneServer() as server: ... server.url ... server.store`` — stopped cleanly on exit.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        store: SessionStore | None = None,
+        log_level: str = "warning",
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.store = store or SessionStore()
+        self.log_level = log_level
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        if self._server is None:
+            raise ServerError(
+                "the clone server is not running", hint="call start() or use it as a context manager"
+            )
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 15.0) -> CloneServer:
+        if self._server is not None:
+            return self
+        sock = bind_socket(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        server = uvicorn.Server(_uvicorn_config(create_app(self.store), self.log_level))
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name=f"clone-server-{self.port}", daemon=True
+        )
+        thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                sock.close()
+                raise ServerError("the clone server did not start", hint="run with -v to see uvicorn's log")
+            time.sleep(0.01)
+        self._server, self._thread, self._sock = server, thread, sock
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is None or thread is None:
+            return
+        server.should_exit = True
+        thread.join(timeout_s)
+        self._sock.close()
+        if thread.is_alive():
+            log.warning("clone server thread did not stop within %.0f s", timeout_s)
+
+    def __enter__(self) -> CloneServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

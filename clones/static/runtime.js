@@ -1,0 +1,492 @@
+/* The clone page runtime: turns taps into events for the clone server, swaps in the screen it
+   returns, and dumps the DOM as an Android-style UI hierarchy (the shape uiautomator2 produces).
+
+   Conventions (see clones/base.py): [data-ev]/[data-arg] tap, [data-lp-ev]/[data-lp-arg] long press,
+   named form fields travel with every event, id -> resource-id, aria-label -> content-desc,
+   .scroll -> scrollable container, .modal -> a dialog window (only the front one is dumped). */
+(function () {
+  "use strict";
+
+  var LONG_PRESS_MS = 500;
+  var TOUCH_SLOP_PX = 10;
+  var body = document.body;
+  var sid = body.dataset.session;
+  var version = Number(body.dataset.version || 0);
+  var queue = Promise.resolve();
+  var inflight = 0;
+  var idleWaiters = [];
+  var lastError = null;
+  var lastHtml = null;
+  var swapping = false;
+  var countdownTimer = null;
+
+  function app() { return document.getElementById("app"); }
+
+  // --- events ------------------------------------------------------------------------------
+
+  function formData() {
+    var out = {};
+    var fields = app().querySelectorAll("input[name], select[name], textarea[name]");
+    for (var i = 0; i < fields.length; i++) {
+      var el = fields[i];
+      if (el.type === "checkbox") {
+        out[el.name] = el.checked ? (el.value || "on") : "";
+      } else if (el.type === "radio") {
+        if (el.checked) out[el.name] = el.value;
+        else if (!(el.name in out)) out[el.name] = "";
+      } else {
+        out[el.name] = el.value;
+      }
+    }
+    return out;
+  }
+
+  function flushIdle() {
+    var waiters = idleWaiters;
+    idleWaiters = [];
+    for (var i = 0; i < waiters.length; i++) waiters[i]();
+  }
+
+  function send(payload) {
+    return fetch("/api/sessions/" + sid + "/event", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(payload),
+    }).then(function (resp) {
+      if (!resp.ok) throw new Error("event " + payload.ev + " failed: HTTP " + resp.status);
+      return resp.json();
+    }).then(function (data) { apply(data, false); });
+  }
+
+  // Events are sent one at a time, in order; the form is read when the user acts.
+  function post(ev, arg, longPress) {
+    var payload = {
+      ev: String(ev),
+      arg: arg === undefined || arg === null ? null : String(arg),
+      form: formData(),
+      long_press: !!longPress,
+    };
+    inflight++;
+    queue = queue.then(function () { return send(payload); })
+      .catch(function (e) { lastError = String(e && e.message || e); })
+      .then(function () { inflight--; if (!inflight) flushIdle(); });
+    return queue;
+  }
+
+  // --- screen swaps ------------------------------------------------------------------------
+
+  function scrollers() { return app().querySelectorAll(".scroll, .scroll-x"); }
+
+  function saveScroll() {
+    var els = scrollers(), out = [];
+    for (var i = 0; i < els.length; i++) out.push({ id: els[i].id, top: els[i].scrollTop, left: els[i].scrollLeft });
+    return out;
+  }
+
+  function restoreScroll(saved) {
+    var els = scrollers();
+    for (var i = 0; i < els.length; i++) {
+      var s = null;
+      if (els[i].id) { for (var j = 0; j < saved.length; j++) if (saved[j].id === els[i].id) s = saved[j]; }
+      else if (i < saved.length && !saved[i].id) s = saved[i];
+      if (s) { els[i].scrollTop = s.top; els[i].scrollLeft = s.left; }
+    }
+  }
+
+  function fieldKey(el) { return el && (el.name || el.id) ? (el.name ? "n:" + el.name : "i:" + el.id) : null; }
+
+  function findField(key) {
+    if (!key) return null;
+    var sel = key.charAt(0) === "n" ? "[name=\"" + CSS.escape(key.slice(2)) + "\"]" : "#" + CSS.escape(key.slice(2));
+    return app().querySelector(sel);
+  }
+
+  function apply(data, fresh) {
+    var sameRoute = !fresh && data.route === body.dataset.route;
+    if (fresh || data.html !== lastHtml) {
+      var saved = sameRoute ? saveScroll() : null;
+      var active = document.activeElement;
+      var focusKey = sameRoute && active && active !== body ? fieldKey(active) : null;
+      var caret = focusKey && typeof active.selectionStart === "number" ? active.selectionStart : null;
+      // A field the new screen renders without a value attribute keeps what the user typed.
+      var drafts = {};
+      if (sameRoute) {
+        var olds = app().querySelectorAll("input[name], textarea[name]");
+        for (var i = 0; i < olds.length; i++) drafts[olds[i].name] = olds[i].value;
+      }
+      swapping = true;
+      try {
+        app().innerHTML = data.html;
+      } finally {
+        swapping = false;
+      }
+      lastHtml = data.html;
+      if (sameRoute) {
+        var news = app().querySelectorAll("input[name], textarea[name]");
+        for (var k = 0; k < news.length; k++) {
+          var el = news[k];
+          if (el.type === "checkbox" || el.type === "radio") continue;
+          if (!el.hasAttribute("value") && el.tagName !== "TEXTAREA" && drafts[el.name]) el.value = drafts[el.name];
+        }
+        restoreScroll(saved);
+        var again = findField(focusKey);
+        if (again && again.focus) {
+          again.focus({ preventScroll: true });
+          if (caret !== null && typeof again.setSelectionRange === "function") {
+            try { again.setSelectionRange(again.value.length, again.value.length); } catch (e) { /* not a text field */ }
+          }
+        }
+      }
+    }
+    version = data.version;
+    body.dataset.version = String(version);
+    body.dataset.route = data.route || "";
+    startCountdowns();
+  }
+
+  function refresh(fresh) {
+    return fetch("/s/" + sid + "/screen").then(function (resp) {
+      if (!resp.ok) throw new Error("screen failed: HTTP " + resp.status);
+      return resp.json();
+    }).then(function (data) { apply(data, fresh !== false); return version; });
+  }
+
+  // A [data-countdown] control (a launch ad's "跳过 3") counts down each second, then fires itself.
+  function startCountdowns() {
+    if (countdownTimer !== null) { clearInterval(countdownTimer); countdownTimer = null; }
+    if (!app().querySelector("[data-countdown]")) return;
+    countdownTimer = setInterval(function () {
+      var els = app().querySelectorAll("[data-countdown]");
+      if (!els.length) { clearInterval(countdownTimer); countdownTimer = null; return; }
+      for (var i = 0; i < els.length; i++) {
+        var el = els[i];
+        var left = Number(el.dataset.countdown) - 1;
+        el.dataset.countdown = String(left);
+        el.textContent = el.textContent.replace(/\d+\s*$/, String(Math.max(left, 0)));
+        if (left <= 0) {
+          el.removeAttribute("data-countdown");
+          post(el.dataset.ev, el.dataset.arg, false);
+        }
+      }
+    }, 1000);
+  }
+
+  // --- input ----------------------------------------------------------------------------------
+
+  var press = null;
+
+  function tapTarget(el) { return el && el.closest ? el.closest("[data-ev]:not(form)") : null; }
+
+  function enabled(el) {
+    return !(el.disabled || el.getAttribute("aria-disabled") === "true" || el.classList.contains("disabled"));
+  }
+
+  function cancelPress() {
+    if (press && press.timer) clearTimeout(press.timer);
+    press = null;
+  }
+
+  document.addEventListener("pointerdown", function (e) {
+    if (!e.isPrimary) return;
+    var el = e.target.nodeType === 1 ? e.target : e.target.parentElement;
+    var tap = tapTarget(el);
+    var lp = el && el.closest ? el.closest("[data-lp-ev]") : null;
+    cancelPress();
+    if (!tap && !lp) return;
+    press = { tap: tap, lp: lp, x: e.clientX, y: e.clientY, fired: false, timer: null };
+    if (lp) {
+      var current = press;
+      press.timer = setTimeout(function () {
+        if (press === current && !current.fired && enabled(lp)) {
+          current.fired = true;
+          post(lp.dataset.lpEv, lp.dataset.lpArg, true);
+        }
+      }, LONG_PRESS_MS);
+    }
+  }, true);
+
+  document.addEventListener("pointermove", function (e) {
+    if (press && Math.hypot(e.clientX - press.x, e.clientY - press.y) > TOUCH_SLOP_PX) cancelPress();
+  }, true);
+
+  document.addEventListener("pointercancel", cancelPress, true);
+
+  document.addEventListener("pointerup", function (e) {
+    if (!press) return;
+    var p = press;
+    cancelPress();
+    if (p.fired || !p.tap || !enabled(p.tap)) return;
+    var el = e.target.nodeType === 1 ? e.target : e.target.parentElement;
+    if (tapTarget(el) !== p.tap) return;
+    post(p.tap.dataset.ev, p.tap.dataset.arg, false);
+  }, true);
+
+  // Non-passive touch listeners make the browser acknowledge a touch only after the handlers
+  // above ran, so a driver that waits for its touch to be acknowledged sees the posted event.
+  function noop() {}
+  document.addEventListener("touchstart", noop, { passive: false });
+  document.addEventListener("touchend", noop, { passive: false });
+
+  document.addEventListener("contextmenu", function (e) { e.preventDefault(); });
+  document.addEventListener("submit", function (e) { e.preventDefault(); }, true);
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest && e.target.closest("a[href]");
+    if (a) e.preventDefault();
+  }, true);
+
+  function enter() {
+    var el = document.activeElement;
+    if (!el || (el.tagName !== "INPUT" && el.tagName !== "TEXTAREA")) return null;
+    var form = el.closest("form[data-ev]");
+    return form ? post(form.dataset.ev, form.dataset.arg, false) : post("__sync__", null, false);
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && e.target && e.target.tagName === "INPUT") {
+      e.preventDefault();
+      enter();
+    }
+  }, true);
+
+  document.addEventListener("change", function (e) {
+    if (swapping) return;
+    var t = e.target;
+    if (t && t.name && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA")) post("__sync__", null, false);
+  }, true);
+
+  // --- readiness -------------------------------------------------------------------------------
+
+  function nextFrame() {
+    return new Promise(function (resolve) { requestAnimationFrame(function () { setTimeout(resolve, 0); }); });
+  }
+
+  function scrollSignature() {
+    var els = scrollers(), sig = "";
+    for (var i = 0; i < els.length; i++) sig += els[i].scrollTop + "," + els[i].scrollLeft + ";";
+    return sig + document.scrollingElement.scrollTop;
+  }
+
+  // Resolves when no event is queued or in flight (and, with waitScroll, scrolling has stopped).
+  function settled(waitScroll) {
+    return new Promise(function (resolve) { setTimeout(resolve, 0); }).then(function () {
+      if (!inflight) return null;
+      return new Promise(function (resolve) { idleWaiters.push(resolve); });
+    }).then(function () {
+      if (!waitScroll) return null;
+      var last = scrollSignature(), still = 0, frames = 0;
+      function loop() {
+        return nextFrame().then(function () {
+          var sig = scrollSignature();
+          still = sig === last ? still + 1 : 0;
+          last = sig;
+          frames++;
+          if (still >= 3 || frames > 180) return null;
+          return loop();
+        });
+      }
+      return loop();
+    }).then(function () {
+      var err = lastError;
+      lastError = null;
+      return { version: version, busy: inflight, error: err };
+    });
+  }
+
+  // --- hierarchy dump -------------------------------------------------------------------------
+
+  var PHRASING = { SPAN: 1, B: 1, I: 1, EM: 1, STRONG: 1, SMALL: 1, BR: 1, SUB: 1, SUP: 1, MARK: 1, S: 1, U: 1,
+    DEL: 1, INS: 1, CODE: 1, FONT: 1, ABBR: 1, TIME: 1, LABEL: 1, Q: 1, WBR: 1 };
+  var ATOMIC = { INPUT: 1, SELECT: 1, TEXTAREA: 1, IMG: 1, svg: 1, CANVAS: 1 };
+  var SKIP = { SCRIPT: 1, STYLE: 1, TEMPLATE: 1, NOSCRIPT: 1, HEAD: 1, META: 1, LINK: 1 };
+
+  function isInteractive(el) {
+    if (el.tagName === "FORM") return false;
+    return el.hasAttribute("data-ev") || el.hasAttribute("data-lp-ev") || el.tagName === "BUTTON" ||
+      el.tagName === "INPUT" || el.tagName === "SELECT" || el.tagName === "TEXTAREA";
+  }
+
+  // Text-only content (text and plain inline elements) becomes one TextView, as on Android.
+  function isLeaf(el) {
+    for (var c = el.firstElementChild; c; c = c.nextElementSibling) {
+      if (!PHRASING[c.tagName] || c.id || isInteractive(c) || c.hasAttribute("aria-label") || !isLeaf(c)) return false;
+    }
+    return true;
+  }
+
+  function squash(s) { return (s || "").replace(/\s+/g, " ").trim(); }
+
+  function ownText(el) {
+    var out = "";
+    for (var n = el.firstChild; n; n = n.nextSibling) if (n.nodeType === 3) out += n.nodeValue + " ";
+    return squash(out);
+  }
+
+  function intersect(a, b) {
+    return { l: Math.max(a.l, b.l), t: Math.max(a.t, b.t), r: Math.min(a.r, b.r), b: Math.min(a.b, b.b) };
+  }
+
+  function isEmpty(r) { return r.r - r.l < 1 || r.b - r.t < 1; }
+
+  function scrollable(el, cs) {
+    if (el.classList.contains("scroll") || el.classList.contains("scroll-x")) return true;
+    var oy = cs.overflowY, ox = cs.overflowX;
+    return ((oy === "auto" || oy === "scroll") && el.scrollHeight > el.clientHeight + 1) ||
+      ((ox === "auto" || ox === "scroll") && el.scrollWidth > el.clientWidth + 1);
+  }
+
+  function describe(el, cs, leaf, scroll) {
+    var tag = el.tagName, type = (el.getAttribute("type") || "text").toLowerCase();
+    var role = el.getAttribute("role");
+    var clickable = el.hasAttribute("data-ev") && tag !== "FORM";
+    var info = {
+      cls: "", text: "", clickable: clickable, longClickable: el.hasAttribute("data-lp-ev"),
+      checkable: false, checked: false, password: false, focusable: false,
+      desc: el.getAttribute("aria-label") || "",
+    };
+    if (tag === "INPUT" && (type === "checkbox" || type === "radio")) {
+      info.cls = type === "checkbox" ? "android.widget.CheckBox" : "android.widget.RadioButton";
+      info.checkable = true; info.checked = el.checked; info.clickable = true;
+      info.text = squash(el.labels && el.labels.length ? el.labels[0].innerText : "");
+    } else if (tag === "INPUT" || tag === "TEXTAREA") {
+      info.cls = "android.widget.EditText";
+      info.password = type === "password";
+      var value = el.value || "";
+      info.text = value ? (info.password ? value.replace(/./g, "•") : value) : (el.getAttribute("placeholder") || "");
+      info.clickable = true; info.longClickable = true; info.focusable = true;
+    } else if (tag === "SELECT") {
+      info.cls = "android.widget.Spinner";
+      info.text = el.selectedIndex >= 0 ? squash(el.options[el.selectedIndex].text) : "";
+      info.clickable = true;
+    } else if (tag === "IMG" || tag === "SVG" || tag === "svg" || tag === "CANVAS") {
+      info.cls = "android.widget.ImageView";
+      info.desc = info.desc || el.getAttribute("alt") || "";
+    } else if (role === "switch" || role === "checkbox") {
+      info.cls = role === "switch" ? "android.widget.Switch" : "android.widget.CheckBox";
+      info.checkable = true; info.checked = el.getAttribute("aria-checked") === "true";
+      info.text = leaf ? squash(el.innerText) : ownText(el);
+    } else if (scroll) {
+      info.cls = cs.overflowX !== "hidden" && (el.classList.contains("scroll-x") || cs.overflowY === "hidden")
+        ? "android.widget.HorizontalScrollView" : "android.widget.ScrollView";
+    } else if (leaf) {
+      info.text = squash(el.innerText);
+      // A tappable element without text is an icon: Android apps use an ImageButton there.
+      info.cls = tag === "BUTTON" && info.text ? "android.widget.Button"
+        : info.text || !clickable && tag !== "BUTTON" ? "android.widget.TextView" : "android.widget.ImageButton";
+    } else {
+      info.text = ownText(el);
+      var d = cs.display;
+      info.cls = tag === "BUTTON" ? "android.widget.Button"
+        : (d.indexOf("flex") >= 0 || d.indexOf("grid") >= 0) ? "android.widget.LinearLayout" : "android.widget.FrameLayout";
+      if (el.classList.contains("modal")) info.cls = "android.widget.FrameLayout";
+    }
+    if (tag === "BUTTON") info.clickable = true;
+    info.focusable = info.focusable || info.clickable;
+    info.enabled = !(el.disabled || el.getAttribute("aria-disabled") === "true" || el.classList.contains("disabled"));
+    info.selected = el.getAttribute("aria-selected") === "true" || el.classList.contains("selected") || el.classList.contains("active");
+    if (role === "checkbox" || role === "switch") info.checked = el.getAttribute("aria-checked") === "true";
+    info.scrollable = !!scroll;
+    return info;
+  }
+
+  // Walks `el`, appending the nodes it produces to `out` (flattening plain wrappers).
+  function walk(el, clip, viewport, out) {
+    if (SKIP[el.tagName] || el.hasAttribute("data-rb-skip") || el.getAttribute("aria-hidden") === "true") return;
+    var cs = getComputedStyle(el);
+    if (cs.display === "none" || cs.visibility === "hidden" || cs.opacity === "0") return;
+    var rect = el.getBoundingClientRect();
+    var box = { l: rect.left, t: rect.top, r: rect.right, b: rect.bottom };
+    var ownClip = cs.position === "fixed" ? viewport : clip;
+    var visible = intersect(box, ownClip);
+    var clips = cs.overflowX !== "visible" || cs.overflowY !== "visible";
+    if (isEmpty(visible) && clips) return;
+    var childClip = clips ? visible : ownClip;
+    var leaf = ATOMIC[el.tagName] ? true : isLeaf(el);
+    var scroll = !leaf && scrollable(el, cs);
+    var info = describe(el, cs, leaf, scroll);
+    var children = [];
+    if (!leaf) {
+      for (var c = el.firstElementChild; c; c = c.nextElementSibling) walk(c, childClip, viewport, children);
+    }
+    var marked = info.clickable || info.longClickable || info.scrollable || info.checkable || !!el.id || !!info.desc ||
+      el.classList.contains("modal") || info.cls === "android.widget.ImageView" || info.cls === "android.widget.EditText";
+    var emit;
+    if (leaf) emit = !isEmpty(visible) && (marked || !!info.text);
+    else emit = !isEmpty(visible) && (marked || !!info.text || children.length >= 2);
+    if (!emit) {
+      for (var i = 0; i < children.length; i++) out.push(children[i]);
+      return;
+    }
+    out.push({ el: el, info: info, box: visible, children: children });
+  }
+
+  function xmlEscape(s) {
+    return String(s).replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, "")
+      .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
+      .replace(/\n/g, "&#10;").replace(/\r/g, "&#13;").replace(/\t/g, "&#9;");
+  }
+
+  function serialize(node, index, pkg, scale, parts, focusedEl) {
+    var i = node.info, b = node.box;
+    var rid = node.el && node.el.id ? pkg + ":id/" + node.el.id : "";
+    var bounds = "[" + Math.round(b.l * scale) + "," + Math.round(b.t * scale) + "][" +
+      Math.round(b.r * scale) + "," + Math.round(b.b * scale) + "]";
+    parts.push('<node index="' + index + '" text="' + xmlEscape(i.text) + '" resource-id="' + xmlEscape(rid) +
+      '" class="' + i.cls + '" package="' + xmlEscape(pkg) + '" content-desc="' + xmlEscape(i.desc) +
+      '" checkable="' + !!i.checkable + '" checked="' + !!i.checked + '" clickable="' + !!i.clickable +
+      '" enabled="' + (i.enabled !== false) + '" focusable="' + !!i.focusable + '" focused="' + (node.el !== null && node.el === focusedEl) +
+      '" scrollable="' + !!i.scrollable + '" long-clickable="' + !!i.longClickable + '" password="' + !!i.password +
+      '" selected="' + !!i.selected + '" bounds="' + bounds + '"');
+    if (!node.children.length) { parts.push(" />"); return; }
+    parts.push(">");
+    for (var k = 0; k < node.children.length; k++) serialize(node.children[k], k, pkg, scale, parts, focusedEl);
+    parts.push("</node>");
+  }
+
+  // The front dialog mask: the last .modal, or fixed element covering (almost) the whole screen.
+  function frontWindow(w, h) {
+    var els = app().querySelectorAll("*"), front = null;
+    for (var i = 0; i < els.length; i++) {
+      var el = els[i];
+      var isModal = el.classList.contains("modal");
+      var cs = getComputedStyle(el);
+      if (!isModal && cs.position !== "fixed") continue;
+      if (cs.display === "none" || cs.visibility === "hidden") continue;
+      var r = el.getBoundingClientRect();
+      if (r.width >= 0.9 * w && r.height >= 0.8 * h) front = el;
+    }
+    return front;
+  }
+
+  function dumpHierarchy(scale) {
+    scale = Number(scale) || window.devicePixelRatio || 1;
+    var w = window.innerWidth, h = window.innerHeight;
+    var viewport = { l: 0, t: 0, r: w, b: h };
+    var pkg = body.dataset.package || "";
+    // A dialog is its own window on Android: only the front one is in the dump.
+    var front = frontWindow(w, h);
+    var tops = front ? [front] : Array.prototype.slice.call(app().children);
+    var children = [];
+    for (var i = 0; i < tops.length; i++) walk(tops[i], viewport, viewport, children);
+    var root = {
+      el: null, box: viewport, children: children,
+      info: { cls: "android.widget.FrameLayout", text: "", desc: "", enabled: true },
+    };
+    var parts = ["<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>\r\n<hierarchy rotation=\"0\">"];
+    var focusedEl = document.activeElement && document.activeElement !== body ? document.activeElement : null;
+    serialize(root, 0, pkg, scale, parts, focusedEl);
+    parts.push("</hierarchy>");
+    return parts.join("");
+  }
+
+  window.__rb = {
+    get version() { return version; },
+    get busy() { return inflight; },
+    post: post,
+    apply: apply,
+    refresh: refresh,
+    enter: enter,
+    settled: settled,
+    dumpHierarchy: dumpHierarchy,
+  };
+  startCountdowns();
+})();

@@ -1,0 +1,88 @@
+"""Agents: an OpenAI-compatible VLM client with pluggable prompt formats, synthetic policies, and
+`make_agent`, the factory the `run` command uses.
+
+Spec values: ``golden`` (the task's plan), ``openai`` (a model behind an OpenAI-compatible
+endpoint; needs base_url and model), ``synthetic:NAME`` (a labelled synthetic policy, see
+`realbench.agents.synthetic`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import TYPE_CHECKING
+
+from realbench.agent import Agent
+from realbench.errors import ConfigError, UnknownNameError
+
+if TYPE_CHECKING:
+    from realbench.agents.client import ChatClient, ChatEndpoint
+    from realbench.taskpack import TaskPack
+
+AGENT_SPECS = ("golden", "openai", "synthetic:NAME")
+DEFAULT_FORMAT = "qwen-mobile"
+
+_clients: dict[str, ChatClient] = {}
+_clients_lock = threading.Lock()
+
+
+def shared_client(endpoint: ChatEndpoint) -> ChatClient:
+    """One client (one connection pool, one event loop) per endpoint configuration per process,
+    so every environment of a run shares it."""
+    from realbench.agents.client import ChatClient
+
+    key = endpoint.model_dump_json()
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = _clients[key] = ChatClient(endpoint)
+        return client
+
+
+@atexit.register
+def close_shared_clients() -> None:
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
+
+
+def make_agent(
+    spec: str,
+    *,
+    pack: TaskPack | None = None,
+    base_url: str | None = None,
+    model: str | None = None,
+    fmt: str | None = None,
+    api_key_env: str | None = None,
+    seed: int = 0,
+) -> Agent:
+    """Build the agent named by `spec` (see module docstring)."""
+    if spec == "golden":
+        from realbench.golden import GoldenAgent
+
+        return GoldenAgent()
+    if spec.startswith("synthetic:"):
+        from realbench.agents.synthetic import SyntheticPolicy
+
+        return SyntheticPolicy(spec.split(":", 1)[1], seed=seed)
+    if spec == "openai":
+        from realbench.agents.client import ChatEndpoint
+        from realbench.agents.formats import get_format
+        from realbench.agents.openai_agent import OpenAIAgent, OpenAIAgentConfig
+
+        if not base_url or not model:
+            raise ConfigError(
+                "--agent openai needs --base-url and --model",
+                hint="e.g. --base-url http://localhost:8000/v1 --model qwen-base (see docs/models.md)",
+            )
+        name = fmt or DEFAULT_FORMAT
+        get_format(name)  # fail fast on an unknown format name
+        endpoint = ChatEndpoint(base_url=base_url, model=model, api_key_env=api_key_env, seed=seed)
+        config = OpenAIAgentConfig(endpoint=endpoint, format=name)
+        return OpenAIAgent(config, client=shared_client(endpoint))
+    raise UnknownNameError("agent", spec, list(AGENT_SPECS))
+
+
+__all__ = ["AGENT_SPECS", "close_shared_clients", "make_agent", "shared_client"]

@@ -1,0 +1,263 @@
+"""One client for OpenAI-compatible chat endpoints (vLLM, or any server speaking the API).
+
+Built on `openai.AsyncOpenAI` so many environments share one connection pool against one server.
+The async client lives on a private event loop in a daemon thread; synchronous callers (the
+episode loop runs episodes in threads) and async callers on any other loop both submit their
+requests to it. Retries with exponential backoff are ours (the SDK's own are switched off) so
+every attempt is counted and logged.
+
+The API key is read from an environment variable whose *name* is configured; the key itself is
+never logged, stored or put in an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from realbench.errors import ModelError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+DEFAULT_KEY_ENVS = ("REALBENCH_API_KEY", "OPENAI_API_KEY")
+# vLLM accepts any key unless started with --api-key; the SDK refuses an empty one.
+NO_KEY = "EMPTY"
+
+
+class ChatEndpoint(BaseModel):
+    """Where and how to call a model. Holds the *name* of the key's environment variable only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    backoff_s: float = Field(default=1.0, ge=0)
+    backoff_max_s: float = Field(default=30.0, ge=0)
+    temperature: float = Field(default=0.0, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int = Field(default=512, ge=1)
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    def generation_settings(self) -> dict[str, Any]:
+        """What shapes the model's output besides the prompt (recorded with every step)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "extra_body": self.extra_body,
+        }
+
+    def resolve_key(self) -> str:
+        names = (self.api_key_env,) if self.api_key_env else DEFAULT_KEY_ENVS
+        for name in names:
+            value = os.environ.get(name)
+            if value:
+                return value
+        if self.api_key_env:
+            raise ModelError(
+                f"environment variable {self.api_key_env} (the API key) is not set",
+                hint=f"export {self.api_key_env}=... or pass another --api-key-env",
+            )
+        return NO_KEY
+
+
+@dataclass
+class ChatResult:
+    text: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_s: float = 0.0
+    attempts: int = 1
+    finish_reason: str | None = None
+
+
+def redact(text: str, secret: str | None) -> str:
+    if secret and secret != NO_KEY and len(secret) >= 4:
+        return text.replace(secret, "***")
+    return text
+
+
+class _LoopThread:
+    """A private asyncio loop in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="realbench-model-client", daemon=True
+        )
+        self._thread.start()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self) -> None:
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+class ChatClient:
+    """Retrying chat-completions client usable from threads and from any event loop."""
+
+    def __init__(self, endpoint: ChatEndpoint, *, rng_seed: int = 0) -> None:
+        self.endpoint = endpoint
+        self._key = endpoint.resolve_key()
+        self._rng = np.random.default_rng(rng_seed)
+        self._rng_lock = threading.Lock()
+        self._runner: _LoopThread | None = None
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _ensure(self) -> _LoopThread:
+        with self._lock:
+            if self._runner is None:
+                from openai import AsyncOpenAI
+
+                self._runner = _LoopThread()
+                self._client = AsyncOpenAI(
+                    base_url=self.endpoint.base_url,
+                    api_key=self._key,
+                    timeout=self.endpoint.timeout_s,
+                    max_retries=0,
+                )
+            return self._runner
+
+    def _jitter(self) -> float:
+        with self._rng_lock:
+            return float(self._rng.uniform(0.5, 1.0))
+
+    def complete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> ChatResult:
+        """Blocking call (safe from many threads at once)."""
+        runner = self._ensure()
+        return runner.submit(self._complete(messages, tools)).result()
+
+    async def acomplete(
+        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+    ) -> ChatResult:
+        """Awaitable from any event loop; the request itself runs on the client's loop."""
+        runner = self._ensure()
+        return await asyncio.wrap_future(runner.submit(self._complete(messages, tools)))
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> ChatResult:
+        import openai
+
+        ep = self.endpoint
+        kwargs: dict[str, Any] = {
+            "model": ep.model,
+            "messages": messages,
+            "temperature": ep.temperature,
+            "max_tokens": ep.max_tokens,
+        }
+        if ep.top_p is not None:
+            kwargs["top_p"] = ep.top_p
+        if ep.seed is not None:
+            kwargs["seed"] = ep.seed
+        if tools:
+            kwargs["tools"] = tools
+        if ep.extra_body:
+            kwargs["extra_body"] = ep.extra_body
+        retryable = (
+            openai.APITimeoutError,
+            openai.APIConnectionError,
+            openai.RateLimitError,
+            openai.InternalServerError,
+            openai.APIResponseValidationError,
+        )
+        last: str = ""
+        attempts = 0
+        started = time.monotonic()
+        for attempt in range(ep.max_retries + 1):
+            attempts = attempt + 1
+            try:
+                response = await self._client.chat.completions.create(**kwargs)
+                result = _result_of(response)
+            except retryable as exc:
+                last = f"{type(exc).__name__}: {redact(str(exc), self._key)}"
+            except openai.APIStatusError as exc:
+                # 4xx other than 429: the request itself is wrong; retrying cannot help
+                raise ModelError(
+                    f"model endpoint {ep.base_url} refused the request ({exc.status_code}): "
+                    f"{redact(str(exc), self._key)[:500]}",
+                    hint="check the model name, the image limits the server was started with and the API key",
+                ) from None
+            except (
+                ValueError,
+                TypeError,
+                AttributeError,
+            ) as exc:  # a body the SDK cannot read as a completion
+                last = f"malformed response: {redact(str(exc), self._key)[:200]}"
+            else:
+                result.attempts = attempts
+                result.latency_s = time.monotonic() - started
+                return result
+            if attempt < ep.max_retries:
+                delay = min(ep.backoff_max_s, ep.backoff_s * (2**attempt)) * self._jitter()
+                log.warning(
+                    "model call to %s failed (%s); retry %d in %.2fs", ep.base_url, last, attempt + 1, delay
+                )
+                await asyncio.sleep(delay)
+        raise ModelError(
+            f"model endpoint {ep.base_url} failed after {attempts} attempt(s): {last}",
+            hint="check that the server is up (`realbench serve-model --check URL`) and not overloaded",
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            runner, client = self._runner, self._client
+            self._runner = self._client = None
+        if runner is None:
+            return
+        try:
+            runner.submit(client.close()).result(timeout=5)
+        except Exception:  # closing is best effort; the loop goes away regardless
+            log.debug("closing the model client failed", exc_info=True)
+        runner.stop()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _result_of(response: Any) -> ChatResult:
+    if isinstance(response, str) or not getattr(response, "choices", None):
+        raise ValueError("no choices in the response")
+    choice = response.choices[0]
+    message = choice.message
+    calls: list[dict[str, Any]] = []
+    for call in message.tool_calls or []:
+        fn = getattr(call, "function", None)
+        if fn is not None:
+            calls.append({"name": fn.name, "arguments": fn.arguments})
+    usage = getattr(response, "usage", None)
+    return ChatResult(
+        text=message.content or "",
+        tool_calls=calls,
+        tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
+        tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
+        finish_reason=choice.finish_reason,
+    )

@@ -1,0 +1,454 @@
+"""Headless clone environments: hierarchy dump, touch input, typing, scrolling, reset, isolation.
+
+One browser and one clone server for the module keep this tier fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import date
+from pathlib import Path
+
+import httpx
+import pytest
+
+from clones.base import get_clone
+from clones.server import CloneServer
+from devices.clone_device import BrowserPool, CloneDevice, CloneTarget, Emulation, Isolation, descendant_pids
+from realbench.actions import Click, DoubleClick, Key, KeyPress, LongPress, OpenApp, Swipe, Type, Wait
+from realbench.device import Device, DeviceKind, Target, TargetKind
+from realbench.errors import BrowserMissingError, DeviceError, DeviceLost
+from realbench.golden import to_normalised
+from realbench.hierarchy import Hierarchy, Node, Selector
+from realbench.observation import ImageFormat
+from realbench.taskpack import parse_pack
+from tests.toyclone import TOY, toys_registered
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toy_clones():
+    with toys_registered():
+        yield
+
+
+PACK = parse_pack(
+    {
+        "app": "toy",
+        "clone": TOY,
+        "real_app": {"package": "com.example.toyshop", "name": "玩具店"},
+        "tasks": [
+            {
+                "id": "buy-item",
+                "instruction": "购买商品{item}",
+                "params": {"item": {"type": "choice", "values": [2, 5]}},
+                "difficulty": 1,
+                "clone": {
+                    "setup": {
+                        "seed": 11,
+                        "patch": {
+                            "world": {
+                                "items": [
+                                    {"id": i, "name": f"商品{i:02d}", "price": 10 + i, "stock": 5}
+                                    for i in range(40)
+                                ]
+                            }
+                        },
+                    },
+                    "verifier": {"name": "bought"},
+                    "side_effect_checks": ["one_order"],
+                },
+                "judge": {"rubric": "an order for the item exists"},
+                "golden": [{"tap": {"text": "商品列表"}}],
+            }
+        ],
+    }
+)
+
+
+def test_missing_chromium_is_a_clear_error(tmp_path):
+    with pytest.raises(BrowserMissingError) as info:
+        BrowserPool(tmp_path / "no-chromium").start()
+    assert "apt-get install chromium" in (info.value.hint or "")
+
+
+@pytest.fixture(scope="module")
+def server():
+    with CloneServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with BrowserPool() as p:
+        yield p
+
+
+@pytest.fixture
+def device(server, pool):
+    dev = CloneDevice(pool, server.url, get_clone(TOY))
+    yield dev
+    dev.close()
+
+
+def open_session(server, device: CloneDevice, **setup) -> str:
+    sid = httpx.post(f"{server.url}/api/sessions", json={"clone": TOY, "setup": setup}).json()["session"]
+    device.open(sid)
+    return sid
+
+
+def state(server, sid: str) -> dict:
+    return httpx.get(f"{server.url}/api/sessions/{sid}/state").json()
+
+
+def tap_node(device: CloneDevice, node: Node) -> None:
+    w, h = device.size()
+    x, y = to_normalised(*node.bounds.center, w, h)
+    device.act(Click(x=x, y=y))
+
+
+def find(device: CloneDevice, **selector) -> Node:
+    node = Hierarchy(device.observe().hierarchy).find_one(Selector(**selector))
+    assert node is not None, selector
+    return node
+
+
+@pytest.mark.browser
+def test_observation_and_hierarchy_shape(server, device):
+    open_session(server, device)
+    obs = device.observe()
+    assert isinstance(device, Device) and device.kind is DeviceKind.HEADLESS_CLONE
+    assert obs.app == "com.example.toyshop"
+    assert obs.screenshot.format is ImageFormat.JPEG
+    assert (obs.screenshot.width, obs.screenshot.height) == device.size() == (1082, 2402)
+    assert obs.hierarchy.startswith("<?xml") and '<hierarchy rotation="0">' in obs.hierarchy
+    tree = Hierarchy(obs.hierarchy)
+    assert tree.root.children[0].bounds.right == 1082  # the root FrameLayout spans the screen
+    assert all(n.package == "com.example.toyshop" for n in tree.nodes)
+    for node in tree.nodes:
+        b = node.bounds
+        assert 0 <= b.left < b.right <= 1082 and 0 <= b.top < b.bottom <= 2402, node
+    query = tree.find_one(Selector(resource_id="query"))
+    assert query is not None and query.class_name == "android.widget.EditText"
+    assert (
+        query.resource_id == "com.example.toyshop:id/query" and query.text == "搜索商品" and query.focusable
+    )
+    button = tree.find_one(Selector(text="商品列表"))
+    assert button is not None and button.class_name == "android.widget.Button" and button.clickable
+    tab = tree.find_one(Selector(text="首页"))
+    assert tab is not None and tab.class_name == "android.widget.TextView" and tab.clickable and tab.selected
+    assert [n for n in tree.nodes if n.class_name == "android.widget.ScrollView" and n.scrollable]
+    assert tree.find_one(Selector(text="09:00")) is None  # the status bar is system UI, not the app
+
+
+@pytest.mark.browser
+def test_offscreen_rows_are_omitted_and_bounds_clipped(server, device):
+    open_session(server, device, route="list")
+    tree = Hierarchy(device.observe().hierarchy)
+    scroll = tree.find_one(Selector(resource_id="item_list"))
+    assert scroll is not None and scroll.class_name == "android.widget.ScrollView"
+    rows = [n for n in tree.nodes if n.short_id.startswith("item_") and n.short_id != "item_list"]
+    assert rows and rows[0].short_id == "item_0"
+    assert tree.find_one(Selector(resource_id="item_39")) is None
+    for row in rows:
+        assert scroll.bounds.top <= row.bounds.top and row.bounds.bottom <= scroll.bounds.bottom
+        assert row.clickable and row.long_clickable
+    back = tree.find_one(Selector(content_desc="返回"))
+    assert back is not None and back.clickable and back.class_name == "android.widget.ImageButton"
+
+
+@pytest.mark.browser
+def test_tap_on_node_centre_hits_that_node(server, device):
+    sid = open_session(server, device, route="list")
+    tree = Hierarchy(device.observe().hierarchy)
+    for node in tree.nodes:
+        if node.clickable and not any(c.clickable for c in node.descendants()):
+            assert tree.target_at(*node.bounds.center) is node
+    label = tree.find_one(Selector(text="商品03"))
+    assert label is not None and not label.clickable
+    row = tree.target_at(*label.bounds.center)
+    assert row is not None and row.short_id == "item_3"
+    tap_node(device, label)
+    st = state(server, sid)
+    assert st["ui"]["route"] == "item" and st["ui"]["args"] == {"item": 3}
+
+
+@pytest.mark.browser
+def test_typing_enter_and_form_sync(server, device):
+    sid = open_session(server, device)
+    tap_node(device, find(device, resource_id="query"))
+    device.act(Type(text="积木"))
+    assert state(server, sid)["ui"]["form"]["query"] == "积木"
+    node = find(device, resource_id="query")
+    assert node.text == "积木" and node.focused  # the re-rendered field keeps the focus
+    device.act(Type(text="车"))
+    assert state(server, sid)["ui"]["form"]["query"] == "积木车"
+    device.act(KeyPress(key=Key.ENTER))
+    assert state(server, sid)["user"]["searches"] == ["积木车"]
+    # a field's change event alone (e.g. a picker setting it) also reaches the server's drafts
+    device._run(
+        device._page_eval(
+            "() => { const q = document.querySelector('[name=query]'); q.value = '拼图';"
+            " q.dispatchEvent(new Event('change', {bubbles: true})); }"
+        ),
+        "change",
+    )
+    device.settle()
+    assert state(server, sid)["ui"]["form"]["query"] == "拼图"
+
+
+@pytest.mark.browser
+def test_swipe_scrolls_and_rerender_keeps_scroll(server, device):
+    sid = open_session(server, device, route="list")
+    top_before = find(device, text_regex="^商品\\d\\d$").text
+    device.act(Swipe(x=500, y=800, x2=500, y2=300))
+    tree = Hierarchy(device.observe().hierarchy)
+    first = tree.find_one(Selector(text_regex="^商品\\d\\d$"))
+    assert first is not None and first.text != top_before
+    # a long press re-renders the same route: the list stays where it was
+    row = tree.find(Selector(text_regex="^商品\\d\\d$"))[3]
+    w, h = device.size()
+    x, y = to_normalised(*row.bounds.center, w, h)
+    device.act(LongPress(x=x, y=y, duration_ms=700))
+    st = state(server, sid)
+    assert st["user"]["favs"] == [int(row.text[2:])] and st["ui"]["route"] == "list"
+    after = Hierarchy(device.observe().hierarchy).find_one(Selector(text_regex="^商品\\d\\d$"))
+    assert after is not None and after.text == first.text
+    device.act(Swipe(x=500, y=300, x2=500, y2=800))  # and back down
+    assert find(device, text_regex="^商品\\d\\d$").text != first.text
+
+
+@pytest.mark.browser
+def test_back_home_open_app_and_double_tap(server, device):
+    sid = open_session(server, device)
+    tap_node(device, find(device, text="商品列表"))
+    tap_node(device, find(device, text="商品01"))
+    assert state(server, sid)["ui"]["route"] == "item"
+    device.act(KeyPress(key=Key.BACK))
+    assert state(server, sid)["ui"]["route"] == "list"
+    device.act(KeyPress(key=Key.HOME))
+    st = state(server, sid)
+    assert st["ui"]["route"] == "home" and st["ui"]["stack"] == []
+    tap_node(device, find(device, text="商品列表"))
+    device.act(OpenApp(app="com.example.toyshop"))
+    assert state(server, sid)["ui"]["route"] == "home"
+    node = find(device, text="商品列表")
+    w, h = device.size()
+    device.act(
+        DoubleClick(
+            x=to_normalised(*node.bounds.center, w, h)[0], y=to_normalised(*node.bounds.center, w, h)[1]
+        )
+    )
+    assert len(state(server, sid)["ui"]["stack"]) == 2  # two taps, two events, as on a phone
+
+
+@pytest.mark.browser
+def test_event_failure_is_a_device_error(server, device):
+    sid = open_session(server, device)
+    httpx.delete(f"{server.url}/api/sessions/{sid}")
+    with pytest.raises(DeviceError):
+        tap_node(device, find(device, text="商品列表"))
+
+
+@pytest.mark.browser
+def test_target_reset_restores_without_reload_and_verifies(server, pool):
+    target = CloneTarget(PACK, server.url, browser=pool, scale=1.0)
+    try:
+        assert isinstance(target, Target) and target.kind is TargetKind.CLONE and target.delivers_boundary
+        info = target.describe()
+        assert info["kind"] == "headless-clone" and info["virtual"] is False and info["scale"] == 1.0
+        assert info["browser"] == pool.version and info["serial"]
+        instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+        item = instance.params["item"]
+        target.setup(instance)
+        dev = target.device
+        assert dev.size() == (412, 915)
+        dev._run(dev._page_eval("() => { window.__loadMarker = 42; }"), "mark")
+        tap_node(dev, find(dev, text="商品列表"))
+        tap_node(dev, find(dev, text=f"商品{item:02d}"))
+        tap_node(dev, find(dev, text="购买"))
+        verdict = target.verify(instance, None)
+        assert verdict.success and verdict.name == "bought"
+        tap_node(dev, find(dev, text="购买"))  # a second order is a side effect
+        verdict = target.verify(instance, None)
+        assert not verdict.success and verdict.side_effects == ["2 orders placed"]
+
+        v_before = dev.version()
+        target.setup(instance)  # reset: restore the snapshot, swap the screen, no reload
+        assert dev._run(dev._page_eval("() => window.__loadMarker"), "mark") == 42
+        assert dev.version() > v_before
+        assert target.state()["user"]["orders"] == [] and target.state()["ui"]["route"] == "home"
+        assert find(dev, text="商品列表")
+        assert not target.verify(instance, None).success
+        other = PACK.tasks[0].instantiate(seed=1, today=date(2026, 3, 2))
+        target.setup(other)
+        assert target.before() is not None and target.state()["user"]["orders"] == []
+    finally:
+        target.teardown()
+
+
+@pytest.mark.browser
+def test_three_environments_in_one_browser_stay_independent(server, pool):
+    instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    targets = [CloneTarget(PACK, server.url, browser=pool, scale=1.0) for _ in range(3)]
+    try:
+        for t in targets:
+            t.setup(instance)
+        assert len({t.describe()["serial"] for t in targets}) == 3
+        tap_node(targets[0].device, find(targets[0].device, text="商品列表"))
+        targets[1].device.act(Click(x=500, y=850))  # blank space: no control there
+        tap_node(targets[2].device, find(targets[2].device, resource_id="query"))
+        targets[2].device.act(Type(text="三号"))
+        routes = [t.state()["ui"]["route"] for t in targets]
+        assert routes == ["list", "home", "home"]
+        assert [bool(t.state()["ui"]["form"].get("query")) for t in targets] == [False, False, True]
+        shots = {t.device.observe().screenshot.data for t in targets}
+        assert len(shots) == 3
+        targets[0].setup(instance)
+        assert [t.state()["ui"]["route"] for t in targets] == ["home", "home", "home"]
+        assert targets[2].state()["ui"]["form"]["query"] == "三号"
+
+        # driven from three threads at once, as runner workers do
+        for t in targets:
+            t.setup(instance)
+
+        def search(index: int) -> None:
+            dev = targets[index].device
+            tap_node(dev, find(dev, resource_id="query"))
+            dev.act(Type(text=f"环境{index}"))
+            dev.act(KeyPress(key=Key.ENTER))
+
+        with ThreadPoolExecutor(3) as ex:
+            list(ex.map(search, range(3)))
+        assert [t.state()["user"]["searches"] for t in targets] == [["环境0"], ["环境1"], ["环境2"]]
+    finally:
+        for t in targets:
+            t.teardown()
+
+
+@pytest.mark.browser
+def test_drift_overlay_is_the_only_window_and_dismisses_by_tap(server, pool):
+    target = CloneTarget(
+        PACK,
+        server.url,
+        browser=pool,
+        scale=1.0,
+        drift={"launch_ad": True, "ad_countdown_s": 10, "relabel": {"商品列表": "全部商品"}},
+    )
+    try:
+        target.setup(PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2)))
+        dev = target.device
+        tree = Hierarchy(dev.observe().hierarchy)
+        skip = tree.find_one(Selector(text_regex="^跳过 \\d+$"))
+        assert skip is not None and skip.clickable
+        assert tree.find_one(Selector(text="全部商品")) is None  # the app underneath is another window
+        tap_node(dev, skip)
+        tree = Hierarchy(dev.observe().hierarchy)
+        assert tree.find_one(Selector(text_regex="^跳过")) is None
+        assert tree.find_one(Selector(text="全部商品")) is not None
+        assert target.describe()["drift"] == "custom"
+    finally:
+        target.teardown()
+
+
+@pytest.mark.browser
+def test_png_and_model_resolution(server, pool):
+    dev = CloneDevice(
+        pool,
+        server.url,
+        get_clone(TOY),
+        emulation=Emulation.for_short_side(448),
+        image_format=ImageFormat.PNG,
+    )
+    try:
+        open_session(server, dev)
+        shot = dev.observe().screenshot
+        assert (
+            shot.format is ImageFormat.PNG and (shot.width, shot.height) == dev.size() and shot.width == 448
+        )
+    finally:
+        dev.close()
+
+
+async def crash_renderer(dev: CloneDevice) -> None:
+    """Crash the page's renderer (Page.crash never answers, so it is not awaited)."""
+    crash = asyncio.ensure_future(dev._cdp.send("Page.crash"))
+    for _ in range(100):
+        if dev.lost:
+            break
+        await asyncio.sleep(0.05)
+    crash.cancel()
+
+
+@pytest.mark.browser
+def test_crashed_page_is_device_lost_and_setup_recovers(server):
+    instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    with BrowserPool(isolation=Isolation.CONTEXT) as own:
+        target = CloneTarget(PACK, server.url, browser=own, scale=1.0)
+        try:
+            target.setup(instance)
+            sid = target.session
+            dev = target.device
+            own.call(crash_renderer(dev))
+            with pytest.raises(DeviceLost):
+                dev.observe()
+            assert dev.lost
+            target.setup(instance)  # a new page on the same server session
+            assert target.session == sid and not dev.lost
+            tap_node(dev, find(dev, text="商品列表"))
+            assert target.state()["ui"]["route"] == "list"
+        finally:
+            target.teardown()
+
+
+@pytest.mark.browser
+def test_launch_ad_counts_down_and_closes_itself(server, pool):
+    target = CloneTarget(
+        PACK, server.url, browser=pool, scale=1.0, drift={"launch_ad": True, "ad_countdown_s": 1}
+    )
+    try:
+        target.setup(PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2)))
+        dev = target.device
+        assert Hierarchy(dev.observe().hierarchy).find_one(Selector(text="跳过 1")) is not None
+        dev.act(Wait(seconds=1.3))
+        tree = Hierarchy(dev.observe().hierarchy)
+        assert tree.find_one(Selector(text_regex="^跳过")) is None and tree.find_one(
+            Selector(text="商品列表")
+        )
+    finally:
+        target.teardown()
+
+
+@pytest.mark.browser
+def test_dead_browser_is_device_lost_and_setup_relaunches_it(server):
+    instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    others = {p for p in descendant_pids(os.getpid()) if is_browser_process(p)}
+    with BrowserPool() as own:
+        target = CloneTarget(PACK, server.url, browser=own, scale=1.0)
+        try:
+            target.setup(instance)
+            browsers = [p for p in descendant_pids(os.getpid()) if is_browser_process(p) and p not in others]
+            assert len(browsers) == 1
+            os.kill(browsers[0], signal.SIGKILL)
+            with pytest.raises(DeviceLost):
+                for _ in range(50):  # the disconnect is noticed asynchronously
+                    target.device.observe()
+                    time.sleep(0.1)
+            target.setup(instance)
+            assert own.running and own.generation == 2
+            tap_node(target.device, find(target.device, text="商品列表"))
+            assert target.state()["ui"]["route"] == "list"
+        finally:
+            target.teardown()
+
+
+def is_browser_process(pid: int) -> bool:
+    """The Chromium browser process (its children carry a --type= switch)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"chrom" in cmdline.split(b"\0")[0] and b"--type=" not in cmdline
