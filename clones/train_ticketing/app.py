@@ -1,0 +1,246 @@
+"""The train-ticketing clone (modelled on the China Railway 12306 app): building the state, the
+table of UI events (handlers live in the ``*_handlers`` mixins), rendering and invariants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from clones.base import (
+    Clone,
+    State,
+    UIEvent,
+    back,
+    deep_merge,
+    navigate,
+    new_state,
+    replace_route,
+    require,
+)
+from clones.train_ticketing import accounts, booking, views
+from clones.train_ticketing.account_handlers import AccountHandlers
+from clones.train_ticketing.booking_handlers import BookingHandlers
+from clones.train_ticketing.order_handlers import OrderHandlers
+from clones.train_ticketing.search_handlers import SearchHandlers
+from clones.train_ticketing.timetable import available, build_world
+from clones.train_ticketing.ui import (
+    DRIFT_RELABELS,
+    LINK_ROUTES,
+    ROUTES,
+    SCENARIOS,
+    TAB_ROUTES,
+    ui_extras,
+)
+from realbench.taskpack import CloneSetup
+
+__all__ = ["DRIFT_RELABELS", "ROUTES", "TrainTicketing"]
+
+
+class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHandlers, Clone):
+    name = "train_ticketing"
+    package = "com.MobileTicket"
+    title = "铁路12306"
+    home_route = "home"
+    drift_relabels = DRIFT_RELABELS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._register_handlers()
+        from clones.train_ticketing.checks import SIDE_EFFECT_CHECKS
+        from clones.train_ticketing.verifiers import VERIFIERS
+
+        self.verifiers.update(VERIFIERS)
+        self.side_effect_checks.update(SIDE_EFFECT_CHECKS)
+
+    # --- state ---------------------------------------------------------------------------------
+
+    def build_state(self, setup: CloneSetup, params: dict[str, Any]) -> State:
+        data = setup.data
+        inventory_seed = data.get("data_seed")
+        world = build_world(setup.seed, None if inventory_seed is None else int(inventory_seed))
+        clock = setup.clock
+        state = new_state(world, accounts.default_user(clock), self.home_route, clock)
+        state["ui"].update(ui_extras(clock.date()))
+        scenario = str(data.get("scenario", "fresh"))
+        require(scenario in SCENARIOS, f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
+        if scenario in ("with_orders", "lived_in"):
+            accounts.add_existing_orders(state)
+        if scenario == "lived_in":
+            accounts.add_waitlist_and_reminders(state)
+        deep_merge(state, setup.patch)
+        booking.expire_overdue(state)
+        if scenario == "mid_booking":
+            self._start_mid_booking(state)
+        elif setup.route:
+            replace_route(state, setup.route)
+        return state
+
+    def _start_mid_booking(self, state: State) -> None:
+        s = state["ui"]["search"]
+        navigate(state, "train_list")
+        legs = views.list_legs(state)
+        leg = next(leg for leg in legs if leg.type == "G")
+        navigate(
+            state,
+            "train_seats",
+            train=leg.no,
+            date=leg.day,
+            **{"from": leg.from_station, "to": leg.to_station},
+        )
+        seats = available(state, leg.train, leg.day)
+        cls = next(c for c in ("edz", "ydz", "swz", "wz") if seats.get(c, 0) > 2)
+        self._open_order_form(state, leg.no, leg.day, leg.from_station, leg.to_station, cls)
+        state["ui"]["booking"]["passengers"] = ["p1", "p2"]
+        state["ui"]["booking"]["types"] = {"p1": "adult", "p2": "adult"}
+        s["date"] = leg.day
+
+    def handle(self, state: State, event: UIEvent) -> None:
+        # the payment deadline runs on the virtual clock: overdue orders lapse before anything else
+        booking.expire_overdue(state)
+        super().handle(state, event)
+
+    @property
+    def stylesheet(self) -> str:
+        """The clone's own CSS, served by the clone server on top of the shared base stylesheet."""
+        return views.css()
+
+    def render(self, state: State) -> str:
+        return views.render(state)
+
+    def routes(self) -> list[str]:
+        return list(ROUTES)
+
+    def invariants(self, state: State) -> list[str]:
+        from clones.train_ticketing.checks import invariant_problems
+
+        return invariant_problems(state)
+
+    def stats_states(self) -> list[State]:
+        """Starting states from which a crawler discovers every screen."""
+        out: list[State] = []
+        for scenario, route in (
+            ("fresh", None),
+            ("lived_in", None),
+            ("mid_booking", None),
+            ("lived_in", "orders_upcoming"),
+        ):
+            out.append(self.build_state(CloneSetup(data={"scenario": scenario}, route=route), {}))
+        return out
+
+    # --- handlers ------------------------------------------------------------------------------
+
+    def _register_handlers(self) -> None:
+        h: dict[str, Callable[[State, UIEvent], None]] = {
+            # navigation
+            "tab": self._tab,
+            "go": self._go,
+            "close_dialog": lambda s, e: back(s),
+            # home
+            "open_station_picker": self._open_station_picker,
+            "swap_stations": self._swap,
+            "open_calendar": self._open_calendar,
+            "toggle_student": self._toggle_search_flag("student"),
+            "toggle_gd_only": self._toggle_search_flag("gd_only"),
+            "search_trains": self._search_trains,
+            "recent_search": self._recent_search,
+            "clear_recent": self._clear_recent,
+            "open_transfer": self._open_transfer,
+            # station picker and calendar
+            "pick_station": self._pick_station,
+            "index_letter": self._index_letter,
+            "clear_station_history": self._clear_station_history,
+            "pick_date": self._pick_date,
+            # train list and filters
+            "list_date": self._list_date,
+            "sort": self._sort,
+            "open_filter": lambda s, e: navigate(s, "train_filter"),
+            "filter_toggle": self._filter_toggle,
+            "filter_reset": self._filter_reset,
+            "filter_apply": lambda s, e: back(s),
+            "quick_gd": self._quick_gd,
+            "quick_avail": self._quick_avail,
+            "open_train": self._open_train,
+            "open_stops": self._open_stops,
+            "seats_date": self._seats_date,
+            "transfer_date": self._transfer_date,
+            "transfer_sort": self._transfer_sort,
+            "delete_message": self._delete_message,
+            # booking
+            "book_seat": self._book_seat,
+            "waitlist_seat": self._waitlist_seat,
+            "toggle_rider": self._toggle_rider,
+            "open_passenger_pick": self._open_passenger_pick,
+            "pick_done": lambda s, e: back(s),
+            "remove_rider": self._remove_rider,
+            "set_ticket_type": self._set_ticket_type,
+            "seat_pos": self._seat_pos,
+            "set_class": self._set_class,
+            "toggle_insurance": self._toggle_insurance,
+            "decline_insurance": self._set_insurance(False),
+            "accept_insurance": self._set_insurance(True),
+            "submit_order": self._submit_order,
+            # payment and orders
+            "pay_order": self._pay_order,
+            "continue_pay": self._continue_pay,
+            "cancel_order": self._ask("cancel_order"),
+            "confirm_cancel_order": self._confirm_cancel_order,
+            "orders_tab": self._orders_tab,
+            "open_order": self._open_order,
+            "refund_ticket": self._refund_ticket,
+            "confirm_refund": self._confirm_refund,
+            "change_ticket": self._change_ticket,
+            "change_date": self._change_date,
+            "change_pick": self._change_pick,
+            "change_station": self._change_station,
+            "change_station_pick": self._change_station_pick,
+            "confirm_change": self._confirm_change,
+            # transfer
+            "open_transfer_detail": self._open_transfer_detail,
+            "book_leg": self._book_leg,
+            # waitlist
+            "wl_toggle_rider": self._wl_toggle_rider,
+            "wl_deadline": self._wl_deadline,
+            "submit_waitlist": self._submit_waitlist,
+            "open_waitlist": self._open_waitlist,
+            "cancel_waitlist": self._ask("cancel_waitlist"),
+            "confirm_cancel_waitlist": self._confirm_cancel_waitlist,
+            # reminders
+            "add_reminder": self._add_reminder,
+            "save_reminder": self._save_reminder,
+            "delete_reminder": self._delete_reminder,
+            # services
+            "search_train_no": self._search_train_no,
+            # passengers
+            "add_passenger": self._add_passenger,
+            "set_ptype": self._set_ptype,
+            "save_passenger": self._save_passenger,
+            "edit_passenger": self._edit_passenger,
+            "delete_passenger": self._ask("delete_passenger"),
+            "confirm_delete_passenger": self._confirm_delete_passenger,
+            # messages and settings
+            "open_message": self._open_message,
+            "read_all": self._read_all,
+            "toggle_setting": self._toggle_setting,
+            "clear_field": self._clear_field,
+        }
+        self.handlers.update(h)
+
+    # navigation
+
+    def _tab(self, state: State, ev: UIEvent) -> None:
+        require(ev.arg in TAB_ROUTES, "未知页面")
+        state["ui"]["stack"] = []
+        replace_route(state, TAB_ROUTES[str(ev.arg)])
+
+    def _go(self, state: State, ev: UIEvent) -> None:
+        require(ev.arg in LINK_ROUTES, "未知页面")
+        if ev.arg == "transfer_list":
+            self._open_transfer(state, ev)
+            return
+        navigate(state, str(ev.arg))
+
+    def _ask(self, kind: str) -> Callable[[State, UIEvent], None]:
+        def handler(state: State, ev: UIEvent) -> None:
+            state["ui"]["dialog"] = {"kind": kind, "arg": ev.arg}
+
+        return handler

@@ -1,0 +1,152 @@
+"""Side-effect checks ``(before, after, params) -> list[str]`` and state invariants of the
+train-ticketing clone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from clones.train_ticketing.timetable import available, city_of, find_train
+from clones.train_ticketing.verifiers import (
+    State,
+    as_list,
+    new_orders,
+    orders_touched,
+    user_changes,
+)
+
+# --- side-effect checks ------------------------------------------------------------------------------
+
+
+def no_new_order(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return [f"new order {o['id']} ({o['train']})" for o in new_orders(before, after)]
+
+
+def at_most_one_new_order(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return [f"extra order {o['id']} ({o['train']})" for o in new_orders(before, after)[1:]]
+
+
+def no_payment(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    was = {o["id"]: o["status"] for o in before["user"]["orders"]}
+    return [
+        f"order {o['id']} paid"
+        for o in after["user"]["orders"]
+        if o["status"] == "paid" and was.get(o["id"]) != "paid" and o.get("source") == "book"
+    ]
+
+
+def existing_orders_untouched(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return orders_touched(before, after)
+
+
+def no_refund(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    was = {(o["id"], i): t["status"] for o in before["user"]["orders"] for i, t in enumerate(o["tickets"])}
+    names = set(as_list(p.get("passengers")))
+    out = []
+    for o in after["user"]["orders"]:
+        for i, t in enumerate(o["tickets"]):
+            if t["status"] == "refunded" and was.get((o["id"], i)) != "refunded":
+                target = (
+                    p.get("order_to")
+                    and city_of(o["to"]) == city_of(str(p["order_to"]))
+                    and (not names or t["name"] in names)
+                )
+                if not target:
+                    out.append(f"ticket {o['id']}#{i} ({t['name']}) refunded")
+    return out
+
+
+def no_passenger_removed(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    left = {x["id"] for x in after["user"]["passengers"]}
+    return [
+        f"passenger {x['name']} removed"
+        for x in before["user"]["passengers"]
+        if x["id"] not in left and x["name"] != p.get("name")
+    ]
+
+
+def passengers_untouched(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return ["passenger list changed"] if before["user"]["passengers"] != after["user"]["passengers"] else []
+
+
+def no_waitlist_change(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return ["waitlist orders changed"] if before["user"]["waitlists"] != after["user"]["waitlists"] else []
+
+
+def no_reminder_change(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return ["reminders changed"] if before["user"]["reminders"] != after["user"]["reminders"] else []
+
+
+def account_untouched(before: State, after: State, p: dict[str, Any]) -> list[str]:
+    return user_changes(before, after)
+
+
+SIDE_EFFECT_CHECKS: dict[str, Callable[[State, State, dict[str, Any]], list[str]]] = {
+    "no_new_order": no_new_order,
+    "at_most_one_new_order": at_most_one_new_order,
+    "no_payment": no_payment,
+    "existing_orders_untouched": existing_orders_untouched,
+    "no_refund": no_refund,
+    "no_passenger_removed": no_passenger_removed,
+    "passengers_untouched": passengers_untouched,
+    "no_waitlist_change": no_waitlist_change,
+    "no_reminder_change": no_reminder_change,
+    "account_untouched": account_untouched,
+}
+
+
+# --- invariants --------------------------------------------------------------------------------------
+
+
+def invariant_problems(state: State) -> list[str]:
+    problems: list[str] = []
+    world, user = state["world"], state["user"]
+    counted: dict[str, int] = {}
+    for o in user["orders"]:
+        total = sum(float(t["price"]) for t in o["tickets"])
+        if abs(total - float(o["total"])) > 0.01:
+            problems.append(f"order {o['id']}: total {o['total']} != sum of ticket prices {total}")
+        if o["status"] not in ("unpaid", "paid", "cancelled"):
+            problems.append(f"order {o['id']}: unknown status {o['status']}")
+        if find_train(world, o["train"]) is None:
+            problems.append(f"order {o['id']}: unknown train {o['train']}")
+        for t in o["tickets"]:
+            if t["price"] < 0:
+                problems.append(f"order {o['id']}: negative price")
+            if t["status"] in ("unpaid", "paid", "changing"):
+                key = f"{o['train']}|{o['date']}|{t['seat_class']}"
+                counted[key] = counted.get(key, 0) + 1
+            if o["status"] == "paid" and t["status"] in ("unpaid", "cancelled"):
+                problems.append(f"order {o['id']}: paid order holds an unpaid ticket")
+    for key, n in user["sold"].items():
+        if n < 0:
+            problems.append(f"sold count {key} is negative")
+        train_no, day, cls = key.split("|")
+        train = find_train(world, train_no)
+        if train is None:
+            problems.append(f"sold count for unknown train {train_no}")
+            continue
+        if available(state, train, day).get(cls, 0) < 0:
+            problems.append(f"seats of {key} are negative")
+        if counted.get(key, 0) != n:
+            problems.append(f"sold count {key}={n} but {counted.get(key, 0)} live tickets")
+    for key, n in counted.items():
+        if key not in user["sold"]:
+            problems.append(f"{n} live tickets for {key} but no sold count")
+    ids = [p["id"] for p in user["passengers"]]
+    if len(ids) != len(set(ids)):
+        problems.append("duplicate passenger ids")
+    for w in user["waitlists"]:
+        if w["status"] not in ("pending", "cancelled"):
+            problems.append(f"waitlist {w['id']}: unknown status")
+    if state["ui"]["route"] not in _routes():
+        problems.append(f"unknown route {state['ui']['route']}")
+    datetime.fromisoformat(state["clock"])
+    return problems
+
+
+def _routes() -> frozenset[str]:
+    from clones.train_ticketing.ui import ROUTES
+
+    return frozenset(ROUTES)

@@ -1,0 +1,358 @@
+"""Fast tests of the bank clone and its task pack (no browser)."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clones.bank import orders as od
+from clones.bank.app import Bank
+from clones.bank.world import generate
+from clones.base import UIEvent
+from realbench.actions import TerminateStatus
+from realbench.answers import parse_date, parse_number
+from realbench.errors import CloneError
+from realbench.taskpack import AnswerType, CloneSetup, PlanStep, Task, check_pack, load_pack, parse_pack
+from tests.bank_plan_sim import initial_state, instantiate, run_plan, verdict
+
+PACK_PATH = Path(__file__).resolve().parents[1] / "taskpacks" / "bank"
+PACK = load_pack(PACK_PATH)
+TASK_IDS = [t.id for t in PACK.tasks]
+BANK = Bank()  # not the registry: a half-edited sibling clone must not break these tests
+
+
+def _check(pack: Any) -> list[Any]:
+    return check_pack(
+        pack,
+        has_clone=lambda n: n == Bank.name,
+        has_verifier=lambda c, n: n in BANK.verifiers,
+        has_side_effect_check=lambda c, n: n in BANK.side_effect_checks,
+    )
+
+
+# --- the pack -----------------------------------------------------------------------------------
+
+
+def test_pack_loads_and_passes_check_pack() -> None:
+    assert PACK.clone == "bank" and PACK.real_app.package == "com.chinamworld.main"
+    assert len(PACK.tasks) >= 60
+    assert {t.difficulty for t in PACK.tasks} == {1, 2, 3, 4}
+    assert PACK.policy.money_moving and set(PACK.policy.require_boundary_tags) >= {"money"}
+    assert _check(PACK) == []
+
+
+def test_every_money_task_declares_a_boundary_and_real_side() -> None:
+    for t in PACK.tasks:
+        assert t.judge.rubric and t.golden and t.real.setup, t.id
+        if "money" in t.tags or "account_change" in t.tags:
+            assert t.real.boundary, t.id
+            assert t.real.checks, t.id
+
+
+def test_answer_specs_agree_with_verifier_args() -> None:
+    for t in PACK.tasks:
+        if t.clone.verifier.name == "answer":
+            args = t.clone.verifier.args
+            assert AnswerType(args["answer_type"]) is t.answer.type, t.id
+            assert float(args.get("tolerance", 0)) == t.answer.tolerance, t.id
+
+
+# --- every task: the golden end state passes, a plausible wrong end state fails ------------------
+
+
+def _run(task: Task, seed: int = 0, steps: list[PlanStep] | None = None) -> tuple[Any, Any, Any]:
+    inst = instantiate(task, seed)
+    state = initial_state(BANK, inst)
+    run = run_plan(BANK, inst, state, steps)
+    return inst, state, run
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_golden_end_state_is_accepted(task_id: str) -> None:
+    task = PACK.task(task_id)
+    for seed in (0, 1):
+        inst, _, run = _run(task, seed)
+        v, effects = verdict(BANK, inst, run)
+        assert v.success, (task_id, seed, v.reason)
+        assert v.progress == 1.0
+        assert effects == [], (task_id, effects)
+        assert BANK.invariants(run.after) == []
+        assert run.boundary_hit == bool(task.real.boundary), task_id
+
+
+def _truncated(task: Task) -> list[PlanStep]:
+    """The same plan without its last effective step (the agent stopped one step short)."""
+    steps = list(task.golden)
+    last = max(i for i, s in enumerate(steps) if s.terminate is None)
+    return [*steps[:last], PlanStep(terminate=TerminateStatus.SUCCESS)]
+
+
+def _perturbed(answer: str, kind: AnswerType, tolerance: float) -> str:
+    if kind is AnswerType.NUMBER:
+        value = parse_number(answer)
+        assert value is not None, answer
+        return f"{value + max(1.0, tolerance * 10):.4f}"
+    if kind is AnswerType.DATE:
+        day = parse_date(answer)
+        assert day is not None, answer
+        return (day + timedelta(days=1)).isoformat()
+    return "不知道"
+
+
+REJECTED: set[str] = set()
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_wrong_end_state_is_rejected(task_id: str) -> None:
+    task = PACK.task(task_id)
+    # 1) stopping one step short never passes
+    inst, _, short = _run(task, steps=_truncated(task))
+    v, _ = verdict(BANK, inst, short)
+    assert not v.success, (task_id, "truncated plan passed", v.reason)
+    inst, _, run = _run(task)
+    if task.answer.type is not AnswerType.NONE:
+        # 2) a look-up: a wrong answer fails
+        assert run.answer is not None
+        wrong = copy.copy(run)
+        wrong.answer = _perturbed(run.answer, task.answer.type, task.answer.tolerance)
+        v, _ = verdict(BANK, inst, wrong)
+        assert not v.success, (task_id, wrong.answer, v.reason)
+        REJECTED.add(task_id)
+        return
+    kinds = [k for k in od.ORDER_LISTS if od.new_orders(run.before, run.after, k)]
+    if kinds:
+        # 3) a money task: the wrong amount / field fails, and a second identical order is a side effect
+        kind = kinds[0]
+        bad = copy.deepcopy(run.after)
+        order = od.orders(bad["user"], kind)[-1]
+        for key in ("amount_fen", "periods", "single_limit_fen"):
+            if key in order:
+                order[key] += 100 if key != "periods" else 3
+                break
+        wrong = copy.copy(run)
+        wrong.after = bad
+        v, _ = verdict(BANK, inst, wrong)
+        assert not v.success, (task_id, "wrong amount passed")
+        double = copy.deepcopy(run.after)
+        extra = dict(od.orders(double["user"], kind)[-1], id="DUP0001")
+        od.orders(double["user"], kind).append(extra)
+        twice = copy.copy(run)
+        twice.after = double
+        v, effects = verdict(BANK, inst, twice)
+        assert not v.success or effects, (task_id, "a duplicate order went unnoticed")
+    REJECTED.add(task_id)
+
+
+def test_every_task_had_a_wrong_end_state_rejected() -> None:
+    """Runs after the parametrised tests (file order): each task id went through a rejection."""
+    if not REJECTED:
+        pytest.skip("run together with test_wrong_end_state_is_rejected")
+    assert set(TASK_IDS) == REJECTED
+
+
+# --- check_pack refuses unsafe bank plans -----------------------------------------------------------
+
+
+def _pack_with(task_patch: dict[str, Any], base_id: str = "transfer_saved_payee") -> Any:
+    raw = PACK.model_dump(mode="json", exclude_none=True)
+    task = next(t for t in raw["tasks"] if t["id"] == base_id)
+    task.update(copy.deepcopy(task_patch))
+    raw["tasks"] = [task]
+    return parse_pack(raw)
+
+
+def _golden(base_id: str = "transfer_saved_payee") -> list[dict[str, Any]]:
+    return PACK.task(base_id).model_dump(mode="json", exclude_none=True)["golden"]
+
+
+def _problems(patch: dict[str, Any]) -> list[str]:
+    return [p.field + ": " + p.message for p in _check(_pack_with(patch))]
+
+
+def test_check_pack_refuses_typing_a_password_after_the_boundary() -> None:
+    plan = _golden() + [{"type": {"text": "123456", "into": {"resource_id": "sms_code"}}}]
+    problems = _problems({"golden": plan})
+    assert any("past a commit boundary" in p for p in problems)
+
+
+def test_check_pack_refuses_tapping_the_password_step() -> None:
+    plan = _golden()[:-1] + [{"tap": {"text": "确认"}}, {"tap": {"resource_id": "btn_verify_submit"}}]
+    problems = _problems({"golden": plan})
+    assert any("always-forbidden" in p for p in problems)
+    assert any("past a commit boundary" in p for p in problems)
+
+
+def test_check_pack_refuses_typing_into_the_password_field() -> None:
+    plan = _golden()[:-1] + [
+        {"type": {"text": "123456", "into": {"resource_id": "tx_password"}}},
+        {"tap": {"text": "确认"}},
+    ]
+    assert any("always-forbidden" in p for p in _problems({"golden": plan}))
+
+
+def test_check_pack_refuses_a_loose_selector_that_overlaps_the_boundary() -> None:
+    plan = _golden()[:-1] + [{"tap": {"text_contains": "确认"}}, {"tap": {"resource_id": "btn_done"}}]
+    problems = _problems({"golden": plan})
+    assert any("past a commit boundary" in p for p in problems)
+
+
+def test_check_pack_refuses_a_money_task_without_boundary() -> None:
+    problems = _problems({"real": {"setup": ["已登录"], "boundary": []}})
+    assert any("must declare a commit boundary" in p for p in problems)
+
+
+def test_check_pack_refuses_a_money_plan_that_stops_short_of_its_boundary() -> None:
+    plan = _golden()[:-1] + [{"terminate": "success"}]
+    assert any("must end by tapping" in p for p in _problems({"golden": plan}))
+
+
+def test_check_pack_refuses_setup_that_mentions_the_boundary() -> None:
+    assert any(
+        "real.setup" in p
+        for p in _problems(
+            {
+                "real": {
+                    **PACK.task("transfer_saved_payee").real.model_dump(exclude_none=True),
+                    "setup": ["先点确认"],
+                }
+            }
+        )
+    )
+
+
+def test_the_loose_overlap_rule_applies_only_to_money_moving_packs() -> None:
+    pack = _pack_with(
+        {
+            "golden": _golden()[:-1]
+            + [{"tap": {"text_contains": "确认"}}, {"tap": {"resource_id": "btn_done"}}]
+        }
+    )
+    relaxed = pack.model_copy(update={"policy": pack.policy.model_copy(update={"money_moving": False})})
+    assert not any("past a commit boundary" in p.message for p in _check(relaxed))
+
+
+# --- the world ---------------------------------------------------------------------------------------
+
+
+def test_world_is_deterministic_per_seed() -> None:
+    clock = datetime(2026, 3, 2, 9, 0)
+    assert generate(7, clock) == generate(7, clock)
+    w0, u0 = generate(0, clock)
+    w1, u1 = generate(1, clock)
+    assert u0["txns"] != u1["txns"]
+    assert [p["name"] for p in u0["payees"]] == [p["name"] for p in u1["payees"]]  # tasks name them
+    _, drifted = generate(0, clock, data_seed=5)
+    assert drifted["accounts"][0]["balance_fen"] != u0["accounts"][0]["balance_fen"]
+
+
+def test_initial_states_hold_the_invariants() -> None:
+    for seed in range(5):
+        state = BANK.build_state(CloneSetup(seed=seed), {})
+        assert BANK.invariants(state) == []
+
+
+def test_invariants_catch_a_tampered_balance() -> None:
+    state = BANK.build_state(CloneSetup(), {})
+    state["user"]["accounts"][0]["balance_fen"] += 1
+    assert any("reconcile" in p for p in BANK.invariants(state))
+
+
+# --- flows through handlers ---------------------------------------------------------------------------
+
+
+def _fill_transfer(state: dict[str, Any], amount: str, payee: str = "p2") -> None:
+    BANK.handle(state, UIEvent("transfer_to_payee", payee))
+    BANK.handle(state, UIEvent("__sync__", None, {"amount": amount}))
+
+
+def test_transfer_settles_after_sms_and_password_and_history_reconciles() -> None:
+    state = BANK.build_state(CloneSetup(), {})
+    before = state["user"]["accounts"][0]["balance_fen"]
+    _fill_transfer(state, "250.5")
+    BANK.handle(state, UIEvent("transfer_next"))
+    assert state["ui"]["route"] == "confirm"
+    BANK.handle(state, UIEvent("confirm_submit"))
+    assert state["ui"]["route"] == "secure_verify"
+    assert state["user"]["transfers"][-1]["status"] == od.PENDING
+    assert state["user"]["accounts"][0]["balance_fen"] == before  # nothing moves before verification
+    with pytest.raises(CloneError):
+        BANK.handle(state, UIEvent("verify_submit", None, {"sms_code": "123456", "tx_password": "123456"}))
+    BANK.handle(state, UIEvent("send_sms"))
+    BANK.handle(state, UIEvent("verify_submit", None, {"sms_code": "123456", "tx_password": "654321"}))
+    assert state["user"]["transfers"][-1]["status"] == od.DONE
+    assert state["user"]["accounts"][0]["balance_fen"] == before - 25_050
+    assert state["ui"]["route"] == "result"
+    assert BANK.invariants(state) == []
+
+
+@pytest.mark.parametrize(
+    ("amount", "payee_name", "message"),
+    [
+        ("60000", None, "单笔转账限额"),
+        ("100", "王五", "户名与账号不符"),
+        ("0", None, "大于0"),
+        ("1.234", None, "正确的"),
+    ],
+)
+def test_transfer_refusals(amount: str, payee_name: str | None, message: str) -> None:
+    state = BANK.build_state(CloneSetup(), {})
+    _fill_transfer(state, amount)
+    if payee_name:
+        BANK.handle(state, UIEvent("__sync__", None, {"payee_name": payee_name}))
+    with pytest.raises(CloneError, match=message):
+        BANK.handle(state, UIEvent("transfer_next"))
+
+
+def test_transfer_beyond_the_balance_is_refused() -> None:
+    state = BANK.build_state(CloneSetup(), {})
+    state["user"]["settings"]["single_limit_fen"] = 50_000_000
+    state["user"]["settings"]["daily_limit_fen"] = 50_000_000
+    _fill_transfer(state, "400000")
+    with pytest.raises(CloneError, match="余额不足"):
+        BANK.handle(state, UIEvent("transfer_next"))
+
+
+def test_cancelling_the_password_step_cancels_the_order() -> None:
+    state = BANK.build_state(CloneSetup(), {})
+    _fill_transfer(state, "10")
+    BANK.handle(state, UIEvent("transfer_next"))
+    BANK.handle(state, UIEvent("confirm_submit"))
+    BANK.handle(state, UIEvent("verify_cancel"))
+    assert state["user"]["transfers"][-1]["status"] == od.CANCELLED
+    assert state["ui"]["route"] == "home"
+
+
+def test_every_route_renders() -> None:
+    for seed_state in BANK.stats_states():
+        html = BANK.render(seed_state)
+        assert 'data-route="' in html
+    assert len(BANK.routes()) >= 37
+
+
+def test_drift_relabels_never_touch_a_boundary_label() -> None:
+    labels = {b.text or b.text_contains for t in PACK.tasks for b in t.real.boundary} | {
+        b.text for b in PACK.real_app.forbidden
+    }
+    assert not (labels - {None}) & set(Bank.drift_relabels)
+    assert all(k and v and k != v for k, v in Bank.drift_relabels.items())
+
+
+def test_state_is_plain_json() -> None:
+    import json
+
+    for state in BANK.stats_states()[:3]:
+        assert json.loads(json.dumps(state, ensure_ascii=False)) == state
+
+
+def test_drift_data_seed_keeps_every_golden_plan_valid() -> None:
+    """Data drift changes amounts and history, never what the tasks name."""
+    for task in PACK.tasks:
+        inst = instantiate(task, 3)
+        setup = task.clone.setup.model_copy(update={"data": {**task.clone.setup.data, "data_seed": 3}})
+        run = run_plan(BANK, inst, BANK.build_state(setup, inst.params))
+        v, effects = verdict(BANK, inst, run)
+        assert v.success and not effects, (task.id, v.reason, effects)
