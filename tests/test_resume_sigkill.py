@@ -31,8 +31,11 @@ def _stored(out: Path) -> list[tuple]:
     db = out / "index.sqlite"
     if not db.exists():
         return []
-    with sqlite3.connect(db) as con:
-        return con.execute("SELECT task, seed, repeat, attempt, outcome FROM episodes").fetchall()
+    try:
+        with sqlite3.connect(db) as con:
+            return con.execute("SELECT task, seed, repeat, attempt, outcome FROM episodes").fetchall()
+    except sqlite3.OperationalError:  # the runner has not created its schema yet
+        return []
 
 
 def test_sigkill_then_resume(tmp_path):
