@@ -404,6 +404,8 @@ def render_retention(r: RetentionResult, console: Console) -> None:
         console.print(f"[yellow]{boot.note}[/]")
     if r.dropped_tasks:
         console.print(f"dropped (not paired on both sides): {', '.join(r.dropped_tasks)}")
+    for note in r.notes:
+        console.print(f"[yellow]note:[/] {note}")
 
 
 # --------------------------------------------------------------------------------------------

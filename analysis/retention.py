@@ -42,6 +42,11 @@ from realbench.errors import AnalysisError
 
 log = logging.getLogger(__name__)
 
+
+class NotIdentifiable(AnalysisError):
+    """The data cannot identify this estimand (e.g. R_pop with a populated stratum never sampled)."""
+
+
 RETENTION_COLUMNS = ("task", "stratum", "model", "env", "run", "success")
 
 
@@ -145,7 +150,7 @@ def ratio_of_means(
             )
         unsampled = [h for h, v in population.items() if v > 0 and h not in set(names.tolist())]
         if unsampled:
-            raise AnalysisError(
+            raise NotIdentifiable(
                 f"strata {unsampled} have population tasks but none sampled: R_pop is not identifiable",
                 hint="sample at least 2 tasks from every stratum",
             )
@@ -251,6 +256,7 @@ class RetentionResult:
     retention_jj: RatioEstimate | None
     tests: list[PairedTest]
     per_task: pd.DataFrame = field(repr=False)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         r = self.retention
@@ -278,6 +284,7 @@ class RetentionResult:
             "retention_jj": None if self.retention_jj is None else _finite(self.retention_jj.estimate),
             "retention_jj_detail": None if self.retention_jj is None else self.retention_jj.to_dict(),
             "tests": [t.to_dict() for t in self.tests],
+            "notes": self.notes,
         }
 
 
@@ -375,22 +382,33 @@ def retention_from_table(
     slope = ratio_of_means(
         g_d * g_s, g_s * g_s, strata=strata, label="slope", q=q, n_resamples=n_resamples, rng=rng
     )
+    notes: list[str] = []
     r_pop = None
     if population:
-        r_pop = ratio_of_means(
-            g_d,
-            g_s,
-            strata=strata,
-            population=population,
-            label="R_pop",
-            q=q,
-            n_resamples=n_resamples,
-            rng=rng,
-        )
+        try:
+            r_pop = ratio_of_means(
+                g_d,
+                g_s,
+                strata=strata,
+                population=population,
+                label="R_pop",
+                q=q,
+                n_resamples=n_resamples,
+                rng=rng,
+            )
+        except NotIdentifiable as exc:
+            # R still stands; say why R_pop is missing instead of failing the whole analysis.
+            log.warning("R_pop not reported: %s", exc.message)
+            notes.append(f"R_pop not reported: {exc.message}")
     r_jj = None
     if "judged" in df.columns:
+        # Both sides judged: where the device side has ground truth too (virtual phones, labels),
+        # the judge's verdict is still the one used, so R_JJ isolates the judge's own effect.
         judged = df.assign(success=df["judged"])
-        judged.loc[judged["env"] == real_env, "success"] = df.loc[df["env"] == real_env, "success"]
+        on_real = judged["env"] == real_env
+        judged.loc[on_real & judged["success"].isna(), "success"] = df.loc[
+            on_real & judged["success"].isna(), "success"
+        ]
         has_clone_judged = judged.loc[judged["env"] == clone_env, "success"].notna().any()
         if has_clone_judged:
             pj, _ = per_task_rates(judged, base, trained, clone_env, real_env)
@@ -430,6 +448,7 @@ def retention_from_table(
         retention_jj=r_jj,
         tests=tests,
         per_task=per_task,
+        notes=notes,
     )
 
 

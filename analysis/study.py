@@ -49,6 +49,7 @@ class StudyConfig:
     workers: int = 2
     scale: float = 2.625
     judges: list[str] = field(default_factory=list)
+    tasks: list[str] | None = None  # a subset of the pack (tests, quick looks); None = every task
     seed: int = 0
     progress: bool = True
 
@@ -131,7 +132,13 @@ class Study:
     def clone_runs(self) -> str:
         notes = []
         for agent in (self.cfg.base, self.cfg.trained):
-            s = self._run(out=self.clone_store, target="clone", agent=agent, repeats=self.cfg.clone_repeats)
+            s = self._run(
+                out=self.clone_store,
+                target="clone",
+                agent=agent,
+                repeats=self.cfg.clone_repeats,
+                tasks=",".join(self.cfg.tasks) if self.cfg.tasks else None,
+            )
             notes.append(f"{agent} {s['successes']}/{s['episodes']}")
         return ", ".join(notes)
 
@@ -169,11 +176,22 @@ class Study:
         return "; ".join(notes)
 
     def judge(self) -> str:
+        """Deterministic checks (and VLM judges when endpoints are configured) over the phone runs;
+        with none configured, a labelled synthetic judge of known error rates judges both sides, so
+        the audit and the judge-based estimates (R_JJ) have something to measure."""
         from realbench.judge.commands import judge_run
+        from realbench.judge.synthetic import SyntheticJudge
 
         summary = judge_run(self.real_store, self.cfg.judges, pack_path=self.cfg.pack)
         self.summaries["judge"] = summary
-        return f"{len(self.cfg.judges)} judge(s) after deterministic checks"
+        notes = [f"checks decided {summary['decided_by_checks']} of {summary['episodes']} phone episodes"]
+        if not self.cfg.judges:
+            synthetic = SyntheticJudge(seed=self.cfg.seed)
+            for name, store in (("clone", self.clone_store), ("real", self.real_store)):
+                counts = synthetic.judge_store(store)
+                self.summaries[f"{synthetic.name}@{name}"] = counts
+            notes.append(f"{synthetic.name} (Se={synthetic.sensitivity}, Sp={synthetic.specificity})")
+        return "; ".join(notes)
 
     def analyse(self) -> str:
         from analysis.commands import retention_command

@@ -672,6 +672,38 @@ def serve_model_cmd(
     serve_model(cfg, log_path=log_file, ready_timeout_s=timeout, on_ready=ready)
 
 
+@app.command("demo")
+def demo_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Study folder (re-running resumes)")] = Path("out/demo"),
+    pack: Annotated[Path | None, typer.Option("--pack", help="Task pack (default: train_ticketing)")] = None,
+    clone_repeats: Annotated[int, typer.Option("--clone-repeats", min=1, help="Clone runs per task and policy")] = 3,
+    real_repeats: Annotated[int, typer.Option("--real-repeats", min=1, help="Phone runs per task and policy")] = 2,
+    budget_hours: Annotated[float, typer.Option("--budget-hours", help="Device-hour budget for the phones")] = 0.4,
+    rig: Annotated[Path | None, typer.Option("--rig", help="Rig (default: rigs/virtual.yaml, virtual phones)")] = None,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel headless clone environments")] = 2,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """The whole clone-vs-phone study on the embedded defaults: synthetic policies, virtual phones
+    (unless the rig has phones), selection, judging, retention and the HTML report."""
+    from analysis.study import Study, StudyConfig
+
+    config = StudyConfig(
+        out=out,
+        clone_repeats=clone_repeats,
+        real_repeats=real_repeats,
+        budget_hours=budget_hours,
+        workers=workers,
+        progress=progress,
+    )
+    if pack is not None:
+        config.pack = pack
+    if rig is not None:
+        config.rig = rig
+    result = Study(config, console=err_console).run()
+    data = result.as_dict()
+    console.print(f"[bold]study written to {out}[/] — report: {data['report']}")
+
+
 def run() -> None:
     """Entry point that maps realbench errors to clean messages (used by `python -m realbench`)."""
     try:

@@ -92,8 +92,13 @@ def test_retention_pop_weights_and_errors():
     assert res.retention_pop.estimate == pytest.approx(gd / gs)
     with pytest.raises(AnalysisError, match="missing"):
         retention_from_table(df, base=BASE, trained=TRAINED, population={"gain": 10}, n_resamples=0)
-    with pytest.raises(AnalysisError, match="none sampled"):
-        retention_from_table(df, base=BASE, trained=TRAINED, population={**pop, "loss": 5}, n_resamples=0)
+    # A populated stratum that was never sampled leaves R_pop unidentified: said, not fatal.
+    unidentified = retention_from_table(
+        df, base=BASE, trained=TRAINED, population={**pop, "unsampled": 5}, n_resamples=0
+    )
+    assert unidentified.retention_pop is None
+    assert any("none sampled" in n for n in unidentified.notes)
+    assert unidentified.to_dict()["notes"] == unidentified.notes
 
 
 def test_retention_cli_json(tmp_path: Path):

@@ -173,6 +173,21 @@ class CloneAppScreen:
         if self.device is not None and self.session is not None:
             self.device.stop_app(self.device.clone.package)
 
+    def provision(self, setup: dict[str, Any], params: dict[str, Any]) -> None:
+        """Put the app's account in a task's start state (what a lab does by hand on a real phone),
+        keeping the phone's drift: the clone builds the state from the task's clone setup."""
+        if self.session is None or not self._owns_session:
+            self.close()
+            self.start()
+        screen = self._api("POST", f"/api/sessions/{self.session}/restore", {"setup": setup, "params": params})
+        self._device().show(screen)
+
+    def app_state(self) -> dict[str, Any]:
+        """The app's whole state: on a virtual phone the ground truth a verifier can read."""
+        if self.session is None:
+            raise DeviceError(f"{self.package} has not been started on this virtual phone")
+        return self._api("GET", f"/api/sessions/{self.session}/state")  # type: ignore[no-any-return]
+
     def clear(self) -> None:
         if self.session is not None and self.device is not None:
             screen = self._api("POST", f"/api/sessions/{self.session}/restore", {"setup": {}})

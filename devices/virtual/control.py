@@ -108,6 +108,19 @@ class ControlServer:
             return 200, {"killed": await phone.kill_uiautomator_async()}
         if action == "drop" and method == "POST":
             return 200, {"dropped": await phone.drop_connections_async()}
+        if action == "provision" and method == "POST":
+            req = json.loads(body or b"{}")
+            try:
+                await phone.provision_async(str(req["package"]), req.get("setup") or {}, req.get("params") or {})
+            except (KeyError, ConfigError, DeviceError) as exc:
+                return 400, {"error": str(exc)}
+            return 200, {"provisioned": req["package"]}
+        if action == "app-state" and method == "GET":
+            package = parse_qs(url.query).get("package", [""])[0]
+            try:
+                return 200, await phone.app_state_async(package)
+            except (ConfigError, DeviceError) as exc:
+                return 400, {"error": str(exc)}
         return 404, {"error": f"no route {method} {url.path}"}
 
 
@@ -147,6 +160,14 @@ class PhoneControl:
 
     def drop_connection(self) -> int:
         return int(self._call("POST", "drop")["dropped"])
+
+    def provision(self, package: str, setup: dict[str, Any], params: dict[str, Any]) -> None:
+        """Put an app in a task's start state (virtual phones only; a lab prepares real phones)."""
+        self._call("POST", "provision", {"package": package, "setup": setup, "params": params})
+
+    def app_state(self, package: str) -> dict[str, Any]:
+        """The app's clone state: ground truth for verifying episodes run on a virtual phone."""
+        return self._call("GET", f"app-state?package={package}")  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._client.close()

@@ -380,6 +380,26 @@ class VirtualPhone:
             **ui_state,
         }
 
+    async def provision_async(self, package: str, setup: dict[str, Any], params: dict[str, Any]) -> None:
+        def run() -> None:
+            source = self.ui.source(package)
+            provision = getattr(source, "provision", None)
+            if provision is None:
+                raise ConfigError(f"{package} on {self.name} shows static screens: it cannot be provisioned")
+            provision(setup, params)
+
+        await self.ui_call(run)
+
+    async def app_state_async(self, package: str) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            source = self.ui.apps.get(package)
+            read = getattr(source, "app_state", None)
+            if read is None:
+                raise ConfigError(f"{package} on {self.name} is not running a clone")
+            return read()  # type: ignore[no-any-return]
+
+        return await self.ui_call(run)
+
     # --- thread-safe wrappers -------------------------------------------------------------------
 
     def _sync(self, coro: Any) -> Any:

@@ -1,0 +1,260 @@
+"""Turning a rig into leased, health-checked phone targets for the runner.
+
+`targets_from_rig(rig, pack, kind)` is what `realbench run --target real|clone-on-phone --rig R`
+calls: it starts the rig's virtual phones if it has any, starts a clone server for
+clone-on-phone, and yields one `FarmTarget` per phone. A FarmTarget leases its phone for each
+episode, health-checks (and repairs) it before the episode, and counts the outcome afterwards;
+after K environment failures in a row the phone is quarantined and the runner's worker for it
+stops (`ready_for_episode()` turns False), so its episodes go to the other phones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from devices.farm.health import HealthReport
+from devices.farm.pool import Lease, PhonePool
+from devices.phone_target import PhoneTarget
+from devices.rig import PhoneSpec, Rig, load_rig
+from devices.secrets import install_redaction
+from realbench.device import Device, TargetKind
+from realbench.errors import ConfigError, DeviceError
+from realbench.outcome import Outcome, Verdict
+from realbench.taskpack import Task, TaskInstance, TaskPack
+
+log = logging.getLogger(__name__)
+
+
+class FarmTarget:
+    """One phone of the pool as a runner target (Target protocol + the runner's hooks)."""
+
+    def __init__(
+        self,
+        pool: PhonePool,
+        serial: str,
+        pack: TaskPack,
+        kind: TargetKind,
+        *,
+        clone_server_url: str | None = None,
+        phone_server_url: str | None = None,
+    ) -> None:
+        self.pool = pool
+        self.serial = serial
+        self.pack = pack
+        self._kind = kind
+        self.clone_server_url = clone_server_url
+        self.phone_server_url = phone_server_url
+        self._inner: PhoneTarget | None = None
+        self._lease: Lease | None = None
+        self.last_health: HealthReport | None = None
+
+    def _target(self) -> PhoneTarget:
+        if self._inner is None:
+            rec = self.pool.record(self.serial)
+            package = self.pack.real_app.package
+            account = self.pool.rig.account_for(rec.spec.accounts, package)
+            pin = self.pool.rig.app_pin(package)
+            self._inner = PhoneTarget(
+                self.pool.phone(self.serial),
+                self.pack,
+                self._kind,
+                account=account,
+                login_screen=pin.login_screen if pin else None,
+                clone_server_url=self.clone_server_url,
+                phone_server_url=self.phone_server_url,
+            )
+        return self._inner
+
+    # --- Target protocol --------------------------------------------------------------------
+
+    @property
+    def kind(self) -> TargetKind:
+        return self._kind
+
+    @property
+    def device(self) -> Device:
+        return self._target().device
+
+    @property
+    def delivers_boundary(self) -> bool:
+        return self._kind is not TargetKind.REAL
+
+    def describe(self) -> dict[str, Any]:
+        """Cheap and offline-safe: the runner calls it before anything is connected."""
+        rec = self.pool.record(self.serial)
+        base: dict[str, Any] = {
+            "kind": "virtual-phone" if rec.virtual else "phone",
+            "serial": self.serial,
+            "profile": rec.profile.name,
+            "host": rec.spec.host,
+            "virtual": rec.virtual,
+            "target": str(self._kind),
+        }
+        if rec.phone is not None:
+            with contextlib.suppress(DeviceError):
+                base.update(self._target().describe())
+        return base
+
+    def setup(self, instance: TaskInstance) -> None:
+        if self._lease is None:
+            self._lease = self.pool.acquire(self.serial, holder=f"episode:{instance.task.id}:{instance.seed}")
+        report = self.pool.check(self.serial)
+        self.last_health = report
+        if not report.ok:
+            raise DeviceError(
+                f"phone {self.serial} failed its health check: {report.summary()}",
+                hint="see `realbench devices --rig …`",
+            )
+        self._target().setup(instance)
+
+    def verify(self, instance: TaskInstance, answer: str | None) -> Verdict | None:
+        return self._target().verify(instance, answer)
+
+    def teardown(self) -> None:
+        if self._inner is not None:
+            self._inner.teardown()
+        self._release()
+
+    # --- runner hooks -----------------------------------------------------------------------
+
+    def ready_for_episode(self) -> bool:
+        return not self.pool.record(self.serial).quarantined
+
+    def after_episode(self, result: Any) -> None:
+        outcome = getattr(result, "outcome", None)
+        if isinstance(outcome, Outcome):
+            self.pool.record_outcome(self.serial, outcome, reason=str(getattr(result, "error", "") or ""))
+        if self._inner is not None and self._inner.interlock is not None:
+            self._inner.interlock.disarm()
+        self._release()
+
+    def today(self, task: Task) -> date:
+        """Relative dates on a real phone resolve against today's date."""
+        return date.today() if self._kind is TargetKind.REAL else task.clone.setup.clock.date()
+
+    def _release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
+
+
+# --- building targets from a rig --------------------------------------------------------------
+
+
+def _adb_reverse(serial: str, port: int) -> None:
+    """Let a physical phone reach the host's clone server as its own localhost:port."""
+    try:
+        subprocess.run(
+            ["adb", "-s", serial, "reverse", f"tcp:{port}", f"tcp:{port}"],
+            check=True,
+            capture_output=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DeviceError(
+            f"adb reverse on {serial} failed: {exc}", hint="clone-on-phone needs `adb reverse` (Android 5+)"
+        ) from None
+
+
+def running_virtual_phones() -> list[str]:
+    """Serials of live phones that `realbench vphone up` started (and recorded)."""
+    try:
+        from devices.virtual.cli import ls
+    except ImportError:
+        return []
+    try:
+        hosts = ls()
+    except (OSError, ValueError, DeviceError):
+        return []
+    return [p["serial"] for h in hosts if h.get("alive") for p in h.get("phones", []) if p.get("alive")]
+
+
+@contextlib.contextmanager
+def start_virtual_phones(
+    rig: Rig, *, faults: dict[str, Any] | None = None, reuse: bool = True
+) -> Iterator[list[PhoneSpec]]:
+    """The rig's virtual phones: those `realbench vphone up` already runs when there are enough,
+    else started in this process (attached to the adb server, stopped on exit)."""
+    from devices.virtual import VirtualPhoneHost
+
+    assert rig.virtual is not None
+    v = rig.virtual
+
+    def spec(serial: str, label: str) -> PhoneSpec:
+        return PhoneSpec(
+            serial=serial, profile=v.profile, host=v.host, accounts=v.accounts, label=label, virtual=True
+        )
+
+    up = running_virtual_phones() if reuse and faults is None else []
+    if len(up) >= v.count:
+        log.info("using %d virtual phones that are already up", v.count)
+        yield [spec(s, "vphone-up") for s in up[: v.count]]
+        return
+    with VirtualPhoneHost() as host:
+        infos = host.start(v.count, drift=v.drift, screens=v.screens, profile=v.profile, faults=faults)
+        host.adb_connect()
+        yield [spec(i.serial, i.name) for i in infos]
+
+
+@contextlib.contextmanager
+def farm_pool(
+    rig: Rig | str | Path, *, phones: list[PhoneSpec] | None = None, reuse_running: bool = True
+) -> Iterator[PhonePool]:
+    """A pool for the rig; starts (and stops) its virtual phones unless `phones` are given."""
+    if not isinstance(rig, Rig):
+        rig = load_rig(rig)
+    install_redaction(rig.secret_values())
+    with contextlib.ExitStack() as stack:
+        if phones is None and rig.is_virtual:
+            phones = stack.enter_context(start_virtual_phones(rig, reuse=reuse_running))
+        pool = PhonePool(rig, phones)
+        stack.callback(pool.close)
+        yield pool
+
+
+@contextlib.contextmanager
+def targets_from_rig(
+    rig: Rig | str | Path,
+    pack: TaskPack,
+    target_kind: TargetKind | str,
+    *,
+    phones: list[PhoneSpec] | None = None,
+    clone_server_url: str | None = None,
+) -> Iterator[list[FarmTarget]]:
+    """One FarmTarget per phone of the rig, for `realbench run --target real|clone-on-phone`."""
+    kind = TargetKind(target_kind)
+    if kind is TargetKind.CLONE:
+        raise ConfigError("--target clone runs headless; a rig is for real and clone-on-phone")
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(farm_pool(rig, phones=phones))
+        missing = pool.rig.missing_env()
+        if missing:
+            raise ConfigError(
+                f"rig {pool.rig.name!r} names environment variables that are not set: {', '.join(missing)}",
+                hint="export them before running (their values are never written anywhere)",
+            )
+        server_url = clone_server_url
+        phone_url = None
+        if kind is TargetKind.CLONE_ON_PHONE:
+            if server_url is None:
+                from clones.server import CloneServer
+
+                server_url = stack.enter_context(CloneServer()).url
+            port = int(server_url.rsplit(":", 1)[-1].split("/")[0])
+            phone_url = f"http://127.0.0.1:{port}"
+            if not pool.virtual:
+                for serial in pool.serials:
+                    _adb_reverse(serial, port)
+        targets = [
+            FarmTarget(pool, serial, pack, kind, clone_server_url=server_url, phone_server_url=phone_url)
+            for serial in pool.serials
+        ]
+        for t in targets:
+            stack.callback(t.teardown)
+        yield targets

@@ -1,0 +1,358 @@
+"""Targets on a phone: the real app (`real`) and the clone in the phone's browser (`clone-on-phone`).
+
+`real`: setup stops and relaunches the app, dismisses the profile's ROM pop-ups, waits for the app
+to come to the foreground and runs the pack's logged-in probe (logging in with the rig's account
+recipe when there is one). The device the episode loop sees is the phone behind the interlock,
+armed with the task's boundary and the app's always-forbidden controls: the commit tap is never
+sent (`delivers_boundary=False`). `verify` returns None: real-side checks and the judge decide.
+
+`clone-on-phone`: a clone-server session is created from the task's clone setup and opened in
+the phone's browser (a physical phone reaches the host's server through `adb reverse`); the
+verdict comes from the clone's verifier on the session's state, exactly as for headless clones,
+so the two differ only by the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+import httpx
+
+from devices.farm.health import dismiss_popups
+from devices.farm.interlock import InterlockedDevice
+from devices.phone import PhoneDevice
+from devices.rig import Account
+from realbench.actions import Click, Type
+from realbench.device import Device, TargetKind
+from realbench.errors import ConfigError, DeviceError, RealbenchError, ServerError
+from realbench.hierarchy import Hierarchy, Node, Selector
+from realbench.observation import Observation
+from realbench.outcome import Verdict
+from realbench.taskpack import TaskInstance, TaskPack
+from realbench.templating import render
+
+log = logging.getLogger(__name__)
+
+FOREGROUND_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 4.0
+POLL_S = 0.25
+BROWSER_PACKAGE = "com.android.chrome"
+VIRTUAL_SETTLE_S = 0.05
+
+
+def _find(phone: PhoneDevice, selector: Selector) -> Node | None:
+    try:
+        return Hierarchy(phone.hierarchy()).find_one(selector)
+    except RealbenchError:
+        return None
+
+
+def _tap(phone: PhoneDevice, node: Node) -> None:
+    w, h = phone.size()
+    cx, cy = node.bounds.center
+    phone.act(
+        Click(
+            x=max(0, min(1000, round(cx * 1000 / (w - 1)))), y=max(0, min(1000, round(cy * 1000 / (h - 1))))
+        )
+    )
+
+
+def wait_for(fn: Any, timeout: float, poll: float = POLL_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(poll)
+
+
+class WatchedDevice:
+    """Passes everything through, and turns environment failures visible on screen (the app's
+    login screen showing up mid-episode) into `DeviceError`, so they end as env_invalid instead
+    of being scored as the agent's failure. The interlock runs the same check on the fresh screen
+    it dumps before each action, so a tap is not sent into a login screen either."""
+
+    def __init__(self, inner: Any, package: str, login_screen: Selector | None) -> None:
+        self.inner = inner
+        self.package = package
+        self.login_screen = login_screen
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def check(self, hierarchy: Hierarchy) -> None:
+        if self.login_screen is None:
+            return
+        node = hierarchy.find_one(self.login_screen)
+        if node is not None and node.package in ("", self.package):
+            raise DeviceError(
+                f"{self.package} on {self.inner.serial} logged out during the episode",
+                hint="log the phone back in (or give the rig account a login recipe); the episode is rerun",
+            )
+
+    def observe(self) -> Observation:
+        obs = self.inner.observe()
+        if self.login_screen is not None and obs.hierarchy and obs.app == self.package:
+            try:
+                hierarchy = Hierarchy(obs.hierarchy)
+            except RealbenchError:
+                return obs
+            self.check(hierarchy)
+        return obs
+
+    def act(self, action: Any) -> None:
+        self.inner.act(action)
+
+
+class PhoneTarget:
+    """A phone running one pack's app (real) or its clone in the browser (clone-on-phone)."""
+
+    def __init__(
+        self,
+        phone: PhoneDevice,
+        pack: TaskPack,
+        kind: TargetKind,
+        *,
+        account: Account | None = None,
+        login_screen: Selector | None = None,
+        clone_server_url: str | None = None,
+        browser_package: str = BROWSER_PACKAGE,
+        phone_server_url: str | None = None,
+    ) -> None:
+        if kind is TargetKind.CLONE:
+            raise ConfigError("PhoneTarget runs `real` or `clone-on-phone`; headless clones use CloneTarget")
+        if kind is TargetKind.CLONE_ON_PHONE and not clone_server_url:
+            raise ConfigError(
+                "clone-on-phone needs a clone server URL", hint="the farm starts one; pass clone_server_url"
+            )
+        self.phone = phone
+        self.pack = pack
+        self._kind = kind
+        self.account = account
+        self.clone_server_url = clone_server_url.rstrip("/") if clone_server_url else None
+        # The address the phone itself uses for the server (after `adb reverse`, its own localhost).
+        self.phone_server_url = (phone_server_url or clone_server_url or "").rstrip("/")
+        self.browser_package = browser_package
+        self.interlock = InterlockedDevice(phone) if kind is TargetKind.REAL else None
+        self.login_screen = login_screen
+        self._watched = (
+            WatchedDevice(self.interlock, pack.real_app.package, login_screen) if self.interlock else None
+        )
+        self._session: str | None = None
+        self._before: dict[str, Any] | None = None
+        phone.app_aliases.setdefault(pack.clone, pack.real_app.package)
+        phone.app_aliases.setdefault(pack.app, pack.real_app.package)
+
+    # --- Target protocol --------------------------------------------------------------------
+
+    @property
+    def kind(self) -> TargetKind:
+        return self._kind
+
+    @property
+    def device(self) -> Device:
+        return self._watched if self._watched is not None else self.phone  # type: ignore[return-value]
+
+    @property
+    def delivers_boundary(self) -> bool:
+        return self._kind is not TargetKind.REAL
+
+    def describe(self) -> dict[str, Any]:
+        info = self.phone.describe()
+        info["target"] = str(self._kind)
+        if self._kind is TargetKind.REAL:
+            info["app"] = self.pack.real_app.package
+            try:
+                info["app_version"] = self.phone.recent_app_version(self.pack.real_app.package)
+            except DeviceError:
+                info["app_version"] = None
+        else:
+            info["app"] = self.browser_package
+            info["clone"] = self.pack.clone
+        return info
+
+    def setup(self, instance: TaskInstance) -> None:
+        if self._kind is TargetKind.REAL:
+            self._setup_real(instance)
+        else:
+            self._setup_clone(instance)
+
+    def verify(self, instance: TaskInstance, answer: str | None) -> Verdict | None:
+        if self._kind is TargetKind.REAL:
+            self._still_logged_in(self.pack.package_for(instance.task))
+            return None
+        return self._verify_clone(instance, answer)
+
+    def _still_logged_in(self, package: str) -> None:
+        """After the episode: was the app still logged in? A session that expired while the agent
+        was outside the app (or pressed back on the login screen) would otherwise pass for the
+        agent's failure. The final screen is already recorded; bringing the app forward is harmless."""
+        if self._watched is None or self.login_screen is None:
+            return
+        if self.phone.current_app() != package:
+            self.phone.start_app(package)
+            time.sleep(self._settle_s())
+        try:
+            hierarchy = Hierarchy(self.phone.hierarchy())
+        except RealbenchError:
+            return
+        self._watched.check(hierarchy)
+
+    def teardown(self) -> None:
+        if self.interlock is not None:
+            self.interlock.disarm()
+        self._delete_session()
+
+    # --- real app ---------------------------------------------------------------------------
+
+    def _setup_real(self, instance: TaskInstance) -> None:
+        assert self.interlock is not None
+        self.interlock.disarm()
+        package = self.pack.package_for(instance.task)
+        phone = self.phone
+        phone.stop_app(package)
+        phone.start_app(package)
+        profile = phone.profile
+        time.sleep(self._settle_s())
+        popups = profile.popups if profile else []
+        if popups:
+            dismiss_popups(phone, popups)
+        if wait_for(lambda: phone.current_app() == package, FOREGROUND_TIMEOUT_S) is not True:
+            raise DeviceError(
+                f"{package} did not come to the foreground on {phone.serial} (foreground: {phone.current_app()})",
+                hint="the app may crash on launch, or a system dialog covers it",
+            )
+        self._ensure_logged_in()
+        for step in instance.task.real.setup:
+            self._real_setup_step(render(step, instance.params))
+        self.interlock.arm(instance.boundary(), list(self.pack.real_app.forbidden))
+
+    def _settle_s(self) -> float:
+        """Launch animations and splash screens: the profile knows the phone's; virtual phones have none."""
+        if self.phone.virtual:
+            return VIRTUAL_SETTLE_S
+        return self.phone.profile.settle_s if self.phone.profile else 0.3
+
+    def _login_state(self, probe: Selector) -> str | None:
+        """ "in" (probe shown), "out" (the app's login screen shown) or None (neither, yet)."""
+        try:
+            hierarchy = Hierarchy(self.phone.hierarchy())
+        except RealbenchError:
+            return None
+        if hierarchy.find_one(probe) is not None:
+            return "in"
+        if self.login_screen is not None and hierarchy.find_one(self.login_screen) is not None:
+            return "out"
+        return None
+
+    def _ensure_logged_in(self) -> None:
+        probe = self.pack.real_app.logged_in_probe
+        if probe is None:
+            return
+        if wait_for(lambda: self._login_state(probe), PROBE_TIMEOUT_S) == "in":
+            return
+        if self.account is None or not self.account.login:
+            raise DeviceError(
+                f"{self.pack.real_app.package} on {self.phone.serial} is not logged in (probe {probe} not found)",
+                hint="log the phone in by hand, or give the rig account a login recipe",
+            )
+        self._login(self.account)
+        if wait_for(lambda: self._login_state(probe), PROBE_TIMEOUT_S) != "in":
+            raise DeviceError(
+                f"login with account {self.account.name!r} on {self.phone.serial} did not reach the logged-in screen",
+                hint="check the account's login recipe and its environment variables",
+            )
+
+    def _login(self, account: Account) -> None:
+        """Run the account's login recipe on the raw phone (setup, not an agent step)."""
+        creds = account.credentials()
+        log.info("logging %s in with account %s", self.phone.serial, account.name)
+        for step in account.login:
+            if step.wait is not None:
+                time.sleep(step.wait)
+                continue
+            target = step.tap or step.into
+            if target is not None:
+                node = wait_for(lambda t=target: _find(self.phone, t), PROBE_TIMEOUT_S)
+                if node is None:
+                    raise DeviceError(f"login step: {target} not on screen of {self.phone.serial}")
+                _tap(self.phone, node)
+            if step.text is not None:
+                self.phone.act(Type(text=step.text.format(**creds)))
+
+    def _real_setup_step(self, step: str) -> None:
+        """Deep links are opened; anything else is a precondition for the people running the rig."""
+        if "://" in step:
+            self.phone.shell(["am", "start", "-a", "android.intent.action.VIEW", "-d", step])
+            time.sleep(self._settle_s())
+        else:
+            log.debug("real-app precondition (not automated): %s", step)
+
+    # --- clone in the phone's browser -----------------------------------------------------
+
+    def _api(self, method: str, path: str, **kwargs: Any) -> Any:
+        assert self.clone_server_url is not None
+        try:
+            r = httpx.request(method, f"{self.clone_server_url}{path}", timeout=15, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ServerError(
+                f"clone server {self.clone_server_url}: {exc}", hint="is the clone server running?"
+            ) from None
+        if r.status_code >= 400:
+            raise ServerError(f"clone server {method} {path}: {r.status_code} {r.text[:200]}")
+        return r.json()
+
+    def _setup_clone(self, instance: TaskInstance) -> None:
+        self._delete_session()
+        body = {
+            "clone": self.pack.clone,
+            "setup": instance.task.clone.setup.model_dump(mode="json"),
+            "params": instance.params,
+        }
+        try:
+            sid = self._api("POST", "/api/sessions", json=body)["session"]
+        except ServerError as exc:
+            raise DeviceError(f"clone-on-phone setup: {exc.message}", hint=exc.hint) from None
+        self._session = sid
+        self._before = self._api("GET", f"/api/sessions/{sid}/state")
+        url = f"{self.phone_server_url}/s/{sid}"
+        self.phone.stop_app(self.browser_package)
+        self.phone.shell(
+            ["am", "start", "-a", "android.intent.action.VIEW", "-d", url, "-p", self.browser_package]
+        )
+        if (
+            wait_for(lambda: self.phone.current_app() == self.browser_package, FOREGROUND_TIMEOUT_S)
+            is not True
+        ):
+            raise DeviceError(f"the browser did not open {url} on {self.phone.serial}")
+
+    def _verify_clone(self, instance: TaskInstance, answer: str | None) -> Verdict:
+        from clones.base import get_clone
+
+        if self._session is None or self._before is None:
+            raise DeviceError("clone-on-phone verify before setup")
+        after = self._api("GET", f"/api/sessions/{self._session}/state")
+        clone = get_clone(self.pack.clone)
+        spec = instance.task.clone
+        args = instance.verifier_args
+        verdict = clone.verify(spec.verifier.name, self._before, after, args, answer)
+        found = (
+            clone.side_effects(spec.side_effect_checks, self._before, after, args)
+            if spec.side_effect_checks
+            else []
+        )
+        effects = [*verdict.side_effects, *found]
+        if effects:  # the same rule as headless clones: any side effect fails the task
+            reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
+            verdict = verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
+        return verdict
+
+    def _delete_session(self) -> None:
+        if self._session is not None and self.clone_server_url:
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.delete(f"{self.clone_server_url}/api/sessions/{self._session}", timeout=5)
+        self._session = None
+        self._before = None

@@ -1,0 +1,71 @@
+"""Per-phone-model facts (devices/profiles/*.yaml): screen, density, ROM pop-ups, input method.
+
+The shipped profiles are starting points written from typical values for each family of phones;
+check them against the phones on your bench (``realbench devices --rig R`` shows what a phone
+reports) before trusting them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from realbench.errors import ConfigError, UnknownNameError
+from realbench.hierarchy import Selector
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Screen(_Strict):
+    width: int = Field(gt=0)
+    height: int = Field(gt=0)
+    density_dpi: int = Field(gt=0)
+
+
+class Popup(_Strict):
+    """A ROM pop-up (permission prompt, security scan, update nag) and the control that dismisses it.
+
+    `when` recognises the pop-up on screen; `tap` is what the farm taps to dismiss it. Only
+    setup and health checks dismiss pop-ups; the agent's own steps are never altered.
+    """
+
+    name: str = Field(min_length=1)
+    when: Selector
+    tap: Selector
+
+
+class PhoneProfile(_Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    rom: str = "stock"
+    screen: Screen
+    ime: str = Field(min_length=1, description="the input method the phone should use between episodes")
+    popups: list[Popup] = Field(default_factory=list)
+    settle_s: float = Field(default=0.3, ge=0, le=5, description="wait after launching an app")
+    min_free_storage_mb: int = Field(default=500, ge=0)
+
+
+def profile_names(directory: Path = PROFILE_DIR) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))
+
+
+def load_profile(name: str, directory: Path = PROFILE_DIR) -> PhoneProfile:
+    path = directory / f"{name}.yaml"
+    if not path.exists():
+        raise UnknownNameError("phone profile", name, profile_names(directory))
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        profile = PhoneProfile.model_validate(raw)
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ConfigError(f"{path}: invalid phone profile: {exc}", hint="fix the field named above") from None
+    if profile.name != name:
+        raise ConfigError(
+            f"{path}: profile name {profile.name!r} differs from its file name", hint=f"set name: {name}"
+        )
+    return profile
