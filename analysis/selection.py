@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -106,30 +107,48 @@ def reproducibility_screen(
     traces: dict[str, list[RecordedTrace]], replayer: Replayer, k: int = 3
 ) -> list[ScreenedTask]:
     """Replay each task's traces k times; a task whose verdict flips (between replays, or against
-    the recorded verdict) has a flaky environment or verifier and is dropped, with the reason logged."""
+    the recorded verdict) has a flaky environment or verifier and is dropped, with the reason logged.
+
+    A replayer with a ``concurrency`` attribute above 1 (e.g. several headless clone pages) gets
+    that many replays at once; the verdicts do not depend on the order."""
+    jobs = [(task, trace) for task, task_traces in sorted(traces.items()) for trace in task_traces]
+
+    def replay_k(job: tuple[str, RecordedTrace]) -> list[bool] | str:
+        task, trace = job
+        try:
+            return [bool(replayer(task, trace.actions, seed=trace.seed)) for _ in range(k)]
+        except RealbenchError as exc:
+            return f"replay of {trace.episode_id} failed: {exc.message}"
+
+    workers = max(1, int(getattr(replayer, "concurrency", 1)))
+    if workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(replay_k, jobs))
+    else:
+        results = [replay_k(job) for job in jobs]
+    by_job = dict(zip([id(t) for _, t in jobs], results, strict=True))
     out = []
     for task, task_traces in sorted(traces.items()):
-        replays: list[bool] = []
-        reason = ""
-        for trace in task_traces:
-            try:
-                results = [bool(replayer(task, trace.actions, seed=trace.seed)) for _ in range(k)]
-            except RealbenchError as exc:
-                reason = f"replay of {trace.episode_id} failed: {exc.message}"
-                break
-            replays += results
-            if len(set(results)) > 1:
-                reason = f"verdict flips across {k} replays of {trace.episode_id}: {sum(results)}/{k} success"
-                break
-            if trace.recorded_success is not None and results[0] != trace.recorded_success:
-                reason = (
-                    f"replays of {trace.episode_id} give {'success' if results[0] else 'failure'}, "
-                    f"recorded {'success' if trace.recorded_success else 'failure'}"
-                )
-                break
         if not task_traces:
             out.append(ScreenedTask(task, True, [], "no recorded trace: not screened"))
             continue
+        replays: list[bool] = []
+        reason = ""
+        for trace in task_traces:
+            got = by_job[id(trace)]
+            if isinstance(got, str):
+                reason = got
+                break
+            replays += got
+            if len(set(got)) > 1:
+                reason = f"verdict flips across {k} replays of {trace.episode_id}: {sum(got)}/{k} success"
+                break
+            if trace.recorded_success is not None and got[0] != trace.recorded_success:
+                reason = (
+                    f"replays of {trace.episode_id} give {'success' if got[0] else 'failure'}, "
+                    f"recorded {'success' if trace.recorded_success else 'failure'}"
+                )
+                break
         if reason:
             log.info("reproducibility screen drops %s: %s", task, reason)
         out.append(ScreenedTask(task, not reason, replays, reason or "reproducible"))

@@ -41,13 +41,16 @@ class StudyConfig:
     trained: str = "synthetic:trained"
     clone_repeats: int = 3
     real_repeats: int = 2
-    budget_hours: float = 0.4
+    budget_hours: float = 0.1
+    # Device cost per episode for the allocation; a virtual-phone episode takes about 4 s here.
+    episode_seconds: float = 4.0
     controls: int = 2
     replay_k: int = 2
+    replay_traces: int = 1
     rig: Path = ROOT / "rigs" / "virtual.yaml"
     target: str = "real"
     workers: int = 2
-    scale: float = 2.625
+    scale: float = 1.0  # headless clone screenshots at 412×915: synthetic policies do not read pixels
     judges: list[str] = field(default_factory=list)
     tasks: list[str] | None = None  # a subset of the pack (tests, quick looks); None = every task
     seed: int = 0
@@ -87,6 +90,8 @@ class Study:
         self.out.mkdir(parents=True, exist_ok=True)
         self.stages: list[StageTiming] = []
         self.summaries: dict[str, Any] = {}
+        self.retention: dict[str, Any] | None = None
+        self.report_path: Path | None = None
 
     @property
     def clone_store(self) -> Path:
@@ -108,7 +113,9 @@ class Study:
         self.stages.append(StageTiming(name, round(seconds, 1), note))
         self.console.print(f"[green]✓[/] {name} ({seconds:.0f} s){': ' + note if note else ''}")
 
-    def _run(self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None) -> dict[str, Any]:
+    def _run(
+        self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None
+    ) -> dict[str, Any]:
         from devices.targets import run_pack
 
         summary = run_pack(
@@ -153,7 +160,9 @@ class Study:
                 trained=self.cfg.trained,
                 budget_hours=self.cfg.budget_hours,
                 runs=self.cfg.real_repeats,
+                episode_seconds=self.cfg.episode_seconds,
                 replay_k=self.cfg.replay_k,
+                replay_traces=self.cfg.replay_traces,
                 replayer=replayer,
                 controls=self.cfg.controls,
                 seed=self.cfg.seed,
@@ -172,7 +181,9 @@ class Study:
                 repeats=self.cfg.real_repeats,
                 tasks="@" + str(self.signal_path),
             )
-            notes.append(f"{agent}: {s['episodes']} episodes, {s['aborted']} aborted, abort rate {s['abort_rate']:.0%}")
+            notes.append(
+                f"{agent}: {s['episodes']} episodes, {s['aborted']} aborted, abort rate {s['abort_rate']:.0%}"
+            )
         return "; ".join(notes)
 
     def judge(self) -> str:
@@ -195,19 +206,27 @@ class Study:
 
     def analyse(self) -> str:
         from analysis.commands import retention_command
+        from realbench.errors import AnalysisError
 
-        result = retention_command(
-            clone=[self.clone_store],
-            real=[self.real_store],
-            base=self.cfg.base,
-            trained=self.cfg.trained,
-            tasks=self.signal_path,
-            real_env=self.cfg.target,
-            seed=self.cfg.seed,
-            console=self.console,
-        )
+        try:
+            result = retention_command(
+                clone=[self.clone_store],
+                real=[self.real_store],
+                base=self.cfg.base,
+                trained=self.cfg.trained,
+                tasks=self.signal_path,
+                real_env=self.cfg.target,
+                seed=self.cfg.seed,
+                console=self.console,
+            )
+        except AnalysisError as exc:
+            # Too little paired data is a finding of the study, not a crash: the report says so.
+            self.retention = {"retention": None, "not_computed": str(exc)}
+            return f"retention not computed: {exc.message}"
         data = result.to_dict()
-        (self.out / "retention.json").write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+        (self.out / "retention.json").write_text(
+            json.dumps(data, ensure_ascii=False, indent=2, default=str), encoding="utf-8"
+        )
         self.retention = data
         r = data.get("retention")
         return f"R = {r:.2f}" if isinstance(r, float) else "retention not estimable"
@@ -227,8 +246,6 @@ class Study:
         return str(self.report_path)
 
     def run(self) -> StudyResult:
-        self.retention: dict[str, Any] | None = None
-        self.report_path: Path | None = None
         self._stage("1 · clone runs (base and trained on the headless clone)", self.clone_runs)
         self._stage("2 · signal-task selection", self.select)
         self._stage(f"3 · {self.cfg.target} runs on the rig's phones", self.real_runs)
@@ -236,5 +253,7 @@ class Study:
         self._stage("5 · gain retention", self.analyse)
         self._stage("6 · report", self.report)
         result = StudyResult(self.out, self.stages, self.retention, self.report_path, self.summaries)
-        (self.out / "study.json").write_text(json.dumps(result.as_dict(), ensure_ascii=False, indent=2, default=str), encoding="utf-8")
+        (self.out / "study.json").write_text(
+            json.dumps(result.as_dict(), ensure_ascii=False, indent=2, default=str), encoding="utf-8"
+        )
         return result

@@ -405,7 +405,7 @@ async def _json(request: Request) -> Any:
 
 
 def create_app(store: SessionStore | None = None) -> Starlette:
-    store = store or SessionStore()
+    store = store if store is not None else SessionStore()
 
     @_endpoint
     async def create_session(request: Request) -> Response:
@@ -607,7 +607,7 @@ class CloneServer:
     ) -> None:
         self.host = host
         self.port = port
-        self.store = store or SessionStore()
+        self.store = store if store is not None else SessionStore()
         self.log_level = log_level
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

@@ -715,20 +715,7 @@ class CloneTarget:
     def verify(self, instance: TaskInstance, answer: str | None) -> Verdict:
         if self._before is None:
             raise DeviceError(f"{self._device.serial}: verify called before setup")
-        after = self.state()
-        side = instance.task.clone
-        args = instance.verifier_args
-        verdict = self.clone.verify(side.verifier.name, self._before, after, args, answer)
-        found = (
-            self.clone.side_effects(side.side_effect_checks, self._before, after, args)
-            if side.side_effect_checks
-            else []
-        )
-        effects = [*verdict.side_effects, *found]
-        if effects:
-            reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
-            verdict = verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
-        return verdict
+        return self.clone.verify_instance(instance, self._before, self.state(), answer)
 
     def teardown(self) -> None:
         sid, self._session = self._session, None

@@ -5,6 +5,10 @@ to come to the foreground and runs the pack's logged-in probe (logging in with t
 recipe when there is one). The device the episode loop sees is the phone behind the interlock,
 armed with the task's boundary and the app's always-forbidden controls: the commit tap is never
 sent (`delivers_boundary=False`). `verify` returns None: real-side checks and the judge decide.
+On a virtual phone (a test rig whose apps are drifted clones) the account is provisioned with the
+task's clone setup and the verdict is the clone verifier's on the app's state — ground truth that
+a real phone cannot give, recorded as `virtual-phone-truth`; an episode stopped at the boundary is
+graded on the state the blocked tap would have produced, computed on a snapshot.
 
 `clone-on-phone`: a clone-server session is created from the task's clone setup and opened in
 the phone's browser (a physical phone reaches the host's server through `adb reverse`); the
@@ -25,7 +29,8 @@ from devices.farm.health import dismiss_popups
 from devices.farm.interlock import InterlockedDevice
 from devices.phone import PhoneDevice
 from devices.rig import Account
-from realbench.actions import Click, Type
+from devices.virtual.control import PhoneControl
+from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe, Type
 from realbench.device import Device, TargetKind
 from realbench.errors import ConfigError, DeviceError, RealbenchError, ServerError
 from realbench.hierarchy import Hierarchy, Node, Selector
@@ -41,6 +46,8 @@ PROBE_TIMEOUT_S = 4.0
 POLL_S = 0.25
 BROWSER_PACKAGE = "com.android.chrome"
 VIRTUAL_SETTLE_S = 0.05
+# The verifier verdict of a virtual phone, whose apps are clones: ground truth the report labels.
+VIRTUAL_TRUTH = "virtual-phone-truth"
 
 
 def _find(phone: PhoneDevice, selector: Selector) -> Node | None:
@@ -121,6 +128,7 @@ class PhoneTarget:
         clone_server_url: str | None = None,
         browser_package: str = BROWSER_PACKAGE,
         phone_server_url: str | None = None,
+        virtual_control: str | None = None,
     ) -> None:
         if kind is TargetKind.CLONE:
             raise ConfigError("PhoneTarget runs `real` or `clone-on-phone`; headless clones use CloneTarget")
@@ -141,6 +149,7 @@ class PhoneTarget:
         self._watched = (
             WatchedDevice(self.interlock, pack.real_app.package, login_screen) if self.interlock else None
         )
+        self.virtual_control = PhoneControl(virtual_control) if virtual_control else None
         self._session: str | None = None
         self._before: dict[str, Any] | None = None
         phone.app_aliases.setdefault(pack.clone, pack.real_app.package)
@@ -182,9 +191,41 @@ class PhoneTarget:
 
     def verify(self, instance: TaskInstance, answer: str | None) -> Verdict | None:
         if self._kind is TargetKind.REAL:
+            package = self.pack.package_for(instance.task)
+            self._still_logged_in(package)
+            if self.virtual_control is None:
+                return None  # a real app: real-side checks, judges and labels decide
+            return self._virtual_truth(instance, answer, self.virtual_control.app_state(package))
+        return self._verify_clone(instance, answer)
+
+    def verify_at_boundary(
+        self, instance: TaskInstance, answer: str | None, action: Action
+    ) -> Verdict | None:
+        """The verdict of an episode stopped at its commit boundary (the tap was not sent). On a
+        real phone nothing programmatic can say what the tap would have done: None. A virtual
+        phone can: it evaluates the tap on a snapshot of the app and leaves the app unchanged."""
+        if self._kind is not TargetKind.REAL:
+            return self.verify(instance, answer)
+        if self.virtual_control is None:
             self._still_logged_in(self.pack.package_for(instance.task))
             return None
-        return self._verify_clone(instance, answer)
+        point = action.point if isinstance(action, Click | DoubleClick | LongPress | Swipe) else None
+        if point is None:
+            return self.verify(instance, answer)
+        package = self.pack.package_for(instance.task)
+        w, h = self.phone.size()
+        px, py = round(point[0] * (w - 1) / 1000), round(point[1] * (h - 1) / 1000)
+        return self._virtual_truth(instance, answer, self.virtual_control.what_if_tap(package, px, py))
+
+    def _virtual_truth(self, instance: TaskInstance, answer: str | None, after: dict[str, Any]) -> Verdict:
+        from clones.base import get_clone
+
+        if self._before is None:
+            raise DeviceError("virtual-phone verify before setup")
+        verdict = get_clone(self.pack.clone).verify_instance(instance, self._before, after, answer)
+        return verdict.model_copy(
+            update={"name": VIRTUAL_TRUTH, "reason": f"virtual phone (clone state): {verdict.reason}"}
+        )
 
     def _still_logged_in(self, package: str) -> None:
         """After the episode: was the app still logged in? A session that expired while the agent
@@ -213,6 +254,12 @@ class PhoneTarget:
         self.interlock.disarm()
         package = self.pack.package_for(instance.task)
         phone = self.phone
+        if self.virtual_control is not None:
+            # What a lab does by hand before a session on a real phone: put the account in the
+            # task's start state. A virtual phone's app is a (drifted) clone, so it can be exact.
+            self.virtual_control.provision(
+                package, instance.task.clone.setup.model_dump(mode="json"), instance.params
+            )
         phone.stop_app(package)
         phone.start_app(package)
         profile = phone.profile
@@ -228,6 +275,8 @@ class PhoneTarget:
         self._ensure_logged_in()
         for step in instance.task.real.setup:
             self._real_setup_step(render(step, instance.params))
+        if self.virtual_control is not None:
+            self._before = self.virtual_control.app_state(package)
         self.interlock.arm(instance.boundary(), list(self.pack.real_app.forbidden))
 
     def _settle_s(self) -> float:
@@ -335,20 +384,7 @@ class PhoneTarget:
         if self._session is None or self._before is None:
             raise DeviceError("clone-on-phone verify before setup")
         after = self._api("GET", f"/api/sessions/{self._session}/state")
-        clone = get_clone(self.pack.clone)
-        spec = instance.task.clone
-        args = instance.verifier_args
-        verdict = clone.verify(spec.verifier.name, self._before, after, args, answer)
-        found = (
-            clone.side_effects(spec.side_effect_checks, self._before, after, args)
-            if spec.side_effect_checks
-            else []
-        )
-        effects = [*verdict.side_effects, *found]
-        if effects:  # the same rule as headless clones: any side effect fails the task
-            reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
-            verdict = verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
-        return verdict
+        return get_clone(self.pack.clone).verify_instance(instance, self._before, after, answer)
 
     def _delete_session(self) -> None:
         if self._session is not None and self.clone_server_url:

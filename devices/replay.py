@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -17,40 +19,52 @@ log = logging.getLogger(__name__)
 class CloneReplayer:
     """`(task_id, actions, seed) -> success` on a fresh clone session of the task, each call.
 
-    Starts its clone server and browser on first use; `close()` stops them.
+    Holds `workers` headless clone pages (one browser, one clone server, started on first use;
+    `close()` stops them); up to `concurrency` calls may run at once from different threads.
     """
 
-    def __init__(self, pack: TaskPack | str | Path, *, scale: float = 1.0) -> None:
+    def __init__(self, pack: TaskPack | str | Path, *, scale: float = 1.0, workers: int = 2) -> None:
         self.pack = pack if isinstance(pack, TaskPack) else load_pack(pack)
         self.scale = scale
+        self.concurrency = max(1, workers)
         self._stack: ExitStack | None = None
-        self._target: Any = None
+        self._idle: queue.Queue[Any] = queue.Queue()
+        self._lock = threading.Lock()
 
-    def _ensure(self) -> Any:
-        if self._target is None:
+    def _start(self) -> None:
+        with self._lock:
+            if self._stack is not None:
+                return
             from clones.server import CloneServer
             from devices.clone_device import CloneTarget, launch_browser
 
             stack = ExitStack()
             server = stack.enter_context(CloneServer())
             browser = stack.enter_context(launch_browser())
-            self._target = CloneTarget(self.pack, server.url, browser=browser, scale=self.scale)
-            stack.callback(self._target.teardown)
+            for _ in range(self.concurrency):
+                target = CloneTarget(self.pack, server.url, browser=browser, scale=self.scale)
+                stack.callback(target.teardown)
+                self._idle.put(target)
             self._stack = stack
-        return self._target
 
     def __call__(self, task_id: str, actions: list[dict[str, Any]], seed: int = 0) -> bool:
         task = self.pack.task(task_id)
         instance = task.instantiate(seed, task.clone.setup.clock.date())
-        result = run_episode(instance, self._ensure(), ReplayAgent(actions))
+        self._start()
+        target = self._idle.get()
+        try:
+            result = run_episode(instance, target, ReplayAgent(actions))
+        finally:
+            self._idle.put(target)
         log.debug("replayed %s seed %d: %s", task_id, seed, result.outcome)
         return bool(result.success)
 
     def close(self) -> None:
-        if self._stack is not None:
-            self._stack.close()
-            self._stack = None
-            self._target = None
+        with self._lock:
+            if self._stack is not None:
+                self._stack.close()
+                self._stack = None
+                self._idle = queue.Queue()
 
     def __enter__(self) -> CloneReplayer:
         return self

@@ -46,6 +46,9 @@ class PhoneSpec(_Strict):
     virtual: bool = Field(
         default=False, description="a virtual phone already running (results say virtual-phone)"
     )
+    control_url: str | None = Field(
+        default=None, description="a virtual phone's control channel (set by the farm when it starts one)"
+    )
 
 
 class VirtualPhones(_Strict):

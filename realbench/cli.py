@@ -678,7 +678,7 @@ def demo_cmd(
     pack: Annotated[Path | None, typer.Option("--pack", help="Task pack (default: train_ticketing)")] = None,
     clone_repeats: Annotated[int, typer.Option("--clone-repeats", min=1, help="Clone runs per task and policy")] = 3,
     real_repeats: Annotated[int, typer.Option("--real-repeats", min=1, help="Phone runs per task and policy")] = 2,
-    budget_hours: Annotated[float, typer.Option("--budget-hours", help="Device-hour budget for the phones")] = 0.4,
+    budget_hours: Annotated[float, typer.Option("--budget-hours", help="Device-hour budget for the phones")] = 0.1,
     rig: Annotated[Path | None, typer.Option("--rig", help="Rig (default: rigs/virtual.yaml, virtual phones)")] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel headless clone environments")] = 2,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,

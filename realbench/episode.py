@@ -138,6 +138,7 @@ def run_episode(
     history: list[HistoryItem] = []
     end = EndReason.STEP_BUDGET
     consecutive_format_errors = 0
+    withheld: Action | None = None
     try:
         result.device = target.describe()
         target.setup(instance)
@@ -194,6 +195,8 @@ def run_episode(
                 step.boundary = hit.describe()
                 if target.delivers_boundary:
                     _act(device, action, step)
+                else:
+                    withheld = action
                 end = EndReason.BOUNDARY
                 break
             try:
@@ -201,6 +204,7 @@ def run_episode(
             except BoundaryBlocked as exc:
                 # The farm's interlock saw a commit control on the fresh screen: nothing was sent.
                 step.boundary = f"interlock: {exc.control or exc.message}"
+                withheld = action
                 end = EndReason.BOUNDARY
                 break
         else:
@@ -209,7 +213,12 @@ def run_episode(
         result.final_screenshot = final.screenshot.data
         result.final_image_format = final.screenshot.format
         result.final_hierarchy = final.hierarchy
-        verdict = target.verify(instance, result.answer)
+        verify_at_boundary = getattr(target, "verify_at_boundary", None)
+        if withheld is not None and callable(verify_at_boundary):
+            # The commit tap was withheld; a target that can tell what it would have done says so.
+            verdict = verify_at_boundary(instance, result.answer, withheld)
+        else:
+            verdict = target.verify(instance, result.answer)
     except (DeviceError, ModelError) as exc:
         # Infrastructure, not the agent: an unscored abort that the runner reruns.
         log.warning("episode %s seed %d aborted: %s", task.id, instance.seed, exc.message)

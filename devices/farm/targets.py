@@ -23,6 +23,7 @@ from devices.farm.pool import Lease, PhonePool
 from devices.phone_target import PhoneTarget
 from devices.rig import PhoneSpec, Rig, load_rig
 from devices.secrets import install_redaction
+from realbench.actions import Action
 from realbench.device import Device, TargetKind
 from realbench.errors import ConfigError, DeviceError
 from realbench.outcome import Outcome, Verdict
@@ -68,6 +69,7 @@ class FarmTarget:
                 login_screen=pin.login_screen if pin else None,
                 clone_server_url=self.clone_server_url,
                 phone_server_url=self.phone_server_url,
+                virtual_control=rec.spec.control_url if rec.virtual else None,
             )
         return self._inner
 
@@ -116,6 +118,11 @@ class FarmTarget:
     def verify(self, instance: TaskInstance, answer: str | None) -> Verdict | None:
         return self._target().verify(instance, answer)
 
+    def verify_at_boundary(
+        self, instance: TaskInstance, answer: str | None, action: Action
+    ) -> Verdict | None:
+        return self._target().verify_at_boundary(instance, answer, action)
+
     def teardown(self) -> None:
         if self._inner is not None:
             self._inner.teardown()
@@ -136,7 +143,11 @@ class FarmTarget:
 
     def today(self, task: Task) -> date:
         """Relative dates on a real phone resolve against today's date."""
-        return date.today() if self._kind is TargetKind.REAL else task.clone.setup.clock.date()
+        # A virtual phone's apps run on the task's virtual clock, like the headless clone.
+        virtual = self.pool.record(self.serial).virtual
+        return (
+            date.today() if self._kind is TargetKind.REAL and not virtual else task.clone.setup.clock.date()
+        )
 
     def _release(self) -> None:
         lease, self._lease = self._lease, None
@@ -162,8 +173,8 @@ def _adb_reverse(serial: str, port: int) -> None:
         ) from None
 
 
-def running_virtual_phones() -> list[str]:
-    """Serials of live phones that `realbench vphone up` started (and recorded)."""
+def running_virtual_phones() -> list[tuple[str, str | None]]:
+    """(serial, control URL) of live phones that `realbench vphone up` started (and recorded)."""
     try:
         from devices.virtual.cli import ls
     except ImportError:
@@ -172,7 +183,13 @@ def running_virtual_phones() -> list[str]:
         hosts = ls()
     except (OSError, ValueError, DeviceError):
         return []
-    return [p["serial"] for h in hosts if h.get("alive") for p in h.get("phones", []) if p.get("alive")]
+    return [
+        (p["serial"], p.get("control_url"))
+        for h in hosts
+        if h.get("alive")
+        for p in h.get("phones", [])
+        if p.get("alive")
+    ]
 
 
 @contextlib.contextmanager
@@ -186,20 +203,26 @@ def start_virtual_phones(
     assert rig.virtual is not None
     v = rig.virtual
 
-    def spec(serial: str, label: str) -> PhoneSpec:
+    def spec(serial: str, label: str, control_url: str | None) -> PhoneSpec:
         return PhoneSpec(
-            serial=serial, profile=v.profile, host=v.host, accounts=v.accounts, label=label, virtual=True
+            serial=serial,
+            profile=v.profile,
+            host=v.host,
+            accounts=v.accounts,
+            label=label,
+            virtual=True,
+            control_url=control_url,
         )
 
     up = running_virtual_phones() if reuse and faults is None else []
     if len(up) >= v.count:
         log.info("using %d virtual phones that are already up", v.count)
-        yield [spec(s, "vphone-up") for s in up[: v.count]]
+        yield [spec(serial, "vphone-up", url) for serial, url in up[: v.count]]
         return
     with VirtualPhoneHost() as host:
         infos = host.start(v.count, drift=v.drift, screens=v.screens, profile=v.profile, faults=faults)
         host.adb_connect()
-        yield [spec(i.serial, i.name) for i in infos]
+        yield [spec(i.serial, i.name, i.control_url) for i in infos]
 
 
 @contextlib.contextmanager

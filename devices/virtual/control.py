@@ -111,10 +111,18 @@ class ControlServer:
         if action == "provision" and method == "POST":
             req = json.loads(body or b"{}")
             try:
-                await phone.provision_async(str(req["package"]), req.get("setup") or {}, req.get("params") or {})
+                await phone.provision_async(
+                    str(req["package"]), req.get("setup") or {}, req.get("params") or {}
+                )
             except (KeyError, ConfigError, DeviceError) as exc:
                 return 400, {"error": str(exc)}
             return 200, {"provisioned": req["package"]}
+        if action == "what-if-tap" and method == "POST":
+            req = json.loads(body or b"{}")
+            try:
+                return 200, await phone.what_if_tap_async(str(req["package"]), int(req["x"]), int(req["y"]))
+            except (KeyError, ValueError, ConfigError, DeviceError) as exc:
+                return 400, {"error": str(exc)}
         if action == "app-state" and method == "GET":
             package = parse_qs(url.query).get("package", [""])[0]
             try:
@@ -168,6 +176,11 @@ class PhoneControl:
     def app_state(self, package: str) -> dict[str, Any]:
         """The app's clone state: ground truth for verifying episodes run on a virtual phone."""
         return self._call("GET", f"app-state?package={package}")  # type: ignore[no-any-return]
+
+    def what_if_tap(self, package: str, x: int, y: int) -> dict[str, Any]:
+        """The app's state had a tap at pixel (x, y) been delivered; the app itself is unchanged
+        and the tap is not phone input (grading an episode stopped at a commit boundary)."""
+        return self._call("POST", "what-if-tap", {"package": package, "x": x, "y": y})  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._client.close()

@@ -400,6 +400,16 @@ class VirtualPhone:
 
         return await self.ui_call(run)
 
+    async def what_if_tap_async(self, package: str, x: int, y: int) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            source = self.ui.apps.get(package)
+            what_if = getattr(source, "what_if_tap", None)
+            if what_if is None:
+                raise ConfigError(f"{package} on {self.name} is not running a clone")
+            return what_if(x, y)  # type: ignore[no-any-return]
+
+        return await self.ui_call(run)
+
     # --- thread-safe wrappers -------------------------------------------------------------------
 
     def _sync(self, coro: Any) -> Any:

@@ -1,0 +1,147 @@
+"""Benchmark: clone RL environments at scale (bring-up, reset latency, step throughput, memory).
+
+For each environment count N it builds a `CloneVectorEnv` of N live environments over W worker
+processes (one Chromium each) at the model's resolution, then measures:
+
+- ``bringup_s``: from nothing to N environments showing their first screen (worker processes,
+  browsers, clone sessions, pages and one capture each);
+- ``reset_p50_ms`` / ``reset_p95_ms``: single-environment reset latency (restore the task's start
+  state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
+- ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
+  together with random taps and back keys (each step: act, wait for the page, capture);
+- ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N.
+
+    .venv/bin/python benchmarks/rl_envs.py --json                      # 100 environments
+    .venv/bin/python benchmarks/rl_envs.py --scaling 1,10,50,100 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from devices.rl.errors import ErrorInfo  # noqa: E402
+from devices.rl.vector import CloneVectorEnv  # noqa: E402
+
+BACK = json.dumps({"type": "key", "key": "back"})
+
+
+def pack_and_task(pack: str | None, task: str | None) -> tuple[str, str | None, tuple[str, ...]]:
+    """train_ticketing when its pack is there, else the test suite's toy clone."""
+    if pack:
+        return pack, task, ()
+    if (REPO / "taskpacks" / "train_ticketing" / "pack.yaml").exists():
+        return "train_ticketing", task or "book-earliest-g-second", ()
+    from tests.rl_support import write_pack
+
+    return str(write_pack(REPO / "out" / "bench_toy")), "buy-item", ("tests.toyclone:register_toys",)
+
+
+def random_actions(rng: np.random.Generator, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        if rng.random() < 0.25:
+            out.append(BACK)
+        else:
+            x, y = int(rng.integers(50, 950)), int(rng.integers(80, 950))
+            out.append(json.dumps({"type": "click", "x": x, "y": y}))
+    return out
+
+
+def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    pack, task, imports = pack_and_task(args.pack, args.task)
+    rng = np.random.default_rng(args.seed)
+    t0 = time.perf_counter()
+    venv = CloneVectorEnv(
+        n,
+        pack,
+        task,
+        workers=min(args.workers, n),
+        imports=imports,
+        short_side=args.short_side,
+        max_steps=500,
+    )
+    bringup = time.perf_counter() - t0
+    try:
+        venv.reset(seed=args.seed)
+        resets = []
+        for i in range(args.resets):
+            key = venv.keys[int(rng.integers(n))]
+            t = time.perf_counter()
+            [result] = venv.pool.reset([(key, args.seed + i, None)])
+            resets.append(time.perf_counter() - t)
+            if isinstance(result, ErrorInfo):
+                raise result.to_exception()
+        venv.reset(seed=args.seed)
+        venv.step(random_actions(rng, n))  # warm-up
+        steps = 0
+        aborted = 0
+        t = time.perf_counter()
+        while time.perf_counter() - t < args.seconds:
+            _, _, terminated, truncated, infos = venv.step(random_actions(rng, n))
+            steps += n
+            aborted += int(np.sum(infos.get("aborted", np.zeros(n, dtype=bool))))
+            done = terminated | truncated
+            if done.any():
+                venv.reset(options={"reset_mask": done})
+        elapsed = time.perf_counter() - t
+        stats = [s for s in venv.pool.stats() if isinstance(s, dict)]
+        pss = sum(s["chromium_pss_mib"] for s in stats)
+    finally:
+        venv.close()
+    ms = np.asarray(resets) * 1000
+    return {
+        "envs": n,
+        "workers": min(args.workers, n),
+        "short_side": args.short_side,
+        "pack": pack,
+        "task": task,
+        "bringup_s": round(bringup, 2),
+        "reset_p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "reset_p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "steps_per_s": round(steps / elapsed, 1),
+        "pss_per_env_mib": round(pss / n, 1),
+        "pss_total_mib": round(pss, 1),
+        "aborted_steps": aborted,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--envs", type=int, default=100)
+    parser.add_argument("--scaling", default="", help="comma-separated environment counts, e.g. 1,10,50,100")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (one Chromium each)")
+    parser.add_argument("--short-side", type=int, default=448)
+    parser.add_argument("--resets", type=int, default=100, help="single-environment resets to time")
+    parser.add_argument("--seconds", type=float, default=15.0, help="how long to step")
+    parser.add_argument("--pack", default=None)
+    parser.add_argument("--task", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    counts = [int(c) for c in args.scaling.split(",") if c.strip()] or [args.envs]
+    rows = []
+    for n in counts:
+        row = measure(n, args)
+        rows.append(row)
+        if not args.json:
+            print(json.dumps(row), flush=True)
+    if args.json:
+        print(json.dumps(rows[0] if len(rows) == 1 else {**rows[-1], "scaling": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Chromium process accounting for environment hosts: which processes, and their memory (PSS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devices.clone_device import descendant_pids
+
+
+def chromium_processes(root: int) -> dict[int, str]:
+    """Chromium processes below `root`, pid -> process type ("browser", "renderer", "gpu-process"...)."""
+    out: dict[int, str] = {}
+    for pid in descendant_pids(root):
+        try:
+            raw = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        # Chromium rewrites its command line into one space-separated string.
+        argv = raw.replace(b"\0", b" ").decode(errors="replace").split()
+        if not argv or "chrom" not in Path(argv[0]).name:
+            continue
+        out[pid] = next((a.split("=", 1)[1] for a in argv if a.startswith("--type=")), "browser")
+    return out
+
+
+def pss_mib(pids: list[int]) -> float:
+    """Summed proportional set size of `pids` from /proc/PID/smaps_rollup, in MiB (gone pids count 0)."""
+    total_kib = 0
+    for pid in pids:
+        try:
+            text = (Path("/proc") / str(pid) / "smaps_rollup").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.startswith("Pss:"):
+                total_kib += int(line.split()[1])
+                break
+    return total_kib / 1024

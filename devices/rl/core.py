@@ -1,0 +1,497 @@
+"""One RL environment: a clone session shown in a headless page, with the shared episode loop's rules.
+
+An episode ends like `realbench.episode.run_episode` ends one: an ``answer`` or ``terminate``
+action, an action that crosses the task's commit boundary (delivered, as on every clone target),
+too many consecutive unparseable actions, or the step budget (``max_steps``, a truncation). The
+reward comes from the clone's verifier (see `RewardConfig`). A failure of the browser is never an
+agent failure: the episode ends as an unscored abort (``info["aborted"]``, outcome ``env_invalid``).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from clones.base import Clone, State
+from clones.server import Session, render_screen
+from devices.clone_device import CloneDevice, Emulation
+from devices.rl.config import EnvConfig
+from devices.rl.errors import EpisodeOver, SnapshotMismatch
+from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
+from realbench.actions import Action, Answer, Terminate, action_from_json, action_to_dict, parse_action
+from realbench.boundary import boundary_hit
+from realbench.errors import ActionError, ConfigError, DeviceError, DeviceLost, RealbenchError
+from realbench.hierarchy import Hierarchy, Selector
+from realbench.observation import ImageFormat, Observation
+from realbench.outcome import EndReason, Outcome, Verdict
+from realbench.taskpack import Task, TaskInstance, TaskPack
+
+if TYPE_CHECKING:
+    from devices.rl.host import EnvHost
+
+log = logging.getLogger(__name__)
+
+SEED_SPACE = 2**31
+VERDICT_FIELDS = {"success", "progress", "side_effects", "reason", "name"}
+
+
+def working_copy(state: State) -> State:
+    """A copy a session may mutate; the world is read-only by the clone contract, so it is shared."""
+    return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+
+
+def outcome_for(end: EndReason, verdict: Verdict | None) -> Outcome:
+    """The same decision the shared episode loop makes (clones always have a verdict)."""
+    if end is EndReason.ABORT:
+        return Outcome.ENV_INVALID
+    if verdict is not None and verdict.success:
+        return Outcome.SUCCESS
+    if end is EndReason.FORMAT_ERRORS:
+        return Outcome.FORMAT_ERROR
+    if end is EndReason.STEP_BUDGET:
+        return Outcome.STEP_BUDGET
+    return Outcome.FAILURE
+
+
+def parse_policy_action(action: Any) -> Action:
+    """The action space's value (Action JSON text) or an already-parsed dict/Action."""
+    if isinstance(action, bytes):
+        action = action.decode("utf-8", errors="replace")
+    if isinstance(action, str):
+        return action_from_json(action)
+    return parse_action(action)
+
+
+# A 1x1 px, fully transparent, click-through element outside #app (so neither the screenshot's
+# pixels nor the hierarchy change) whose colour flips before every capture. Measured with 40
+# pages in one browser: about 1 capture in 20 waited ~1 s for a frame when the page had already
+# drawn its last change; with fresh damage before each capture, 1 in 120.
+_FRAME_TICK_JS = """() => {
+  let t = document.getElementById('rb-frame-tick');
+  if (!t) {
+    t = document.createElement('div');
+    t.id = 'rb-frame-tick';
+    t.style.cssText = 'position:fixed;left:0;top:0;width:1px;height:1px;pointer-events:none;';
+    document.documentElement.appendChild(t);
+  }
+  const flip = () => {
+    t.style.backgroundColor = t.style.backgroundColor === 'rgba(0, 0, 0, 0)' ? 'rgba(0, 0, 1, 0)' : 'rgba(0, 0, 0, 0)';
+  };
+  flip();
+  for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
+}"""
+
+
+class RLCloneDevice(CloneDevice):
+    """The clone device, plus fresh (invisible) damage before each capture so Chromium draws a
+    new frame for it instead of waiting for its fallback."""
+
+    def observe(self) -> Observation:
+        self._run(self._page_eval(_FRAME_TICK_JS), "frame tick")
+        return super().observe()
+
+
+@dataclass
+class _Episode:
+    instance: TaskInstance
+    before: State
+    boundary: list[Selector]
+    steps: int = 0
+    format_errors: int = 0
+    consecutive_format_errors: int = 0
+    progress: float = 0.0
+    episode_return: float = 0.0
+    answer: str | None = None
+    done: bool = False
+
+
+class EnvCore:
+    """One environment inside an `EnvHost`. Thread-safe; one operation at a time per environment."""
+
+    def __init__(self, host: EnvHost, env_id: int, config: EnvConfig, pack: TaskPack, clone: Clone) -> None:
+        self.host = host
+        self.env_id = env_id
+        self.config = config
+        self.pack = pack
+        self.clone = clone
+        self.emulation = Emulation.for_short_side(config.short_side)
+        self.lock = threading.Lock()
+        self.rng = np.random.default_rng()
+        self.closed = False
+        self._device: CloneDevice | None = None
+        self._session: Session | None = None
+        self._generation = -1
+        self._episode: _Episode | None = None
+        self._last: EnvObservation | None = None
+
+    # --- lifecycle ---
+
+    def open(self) -> None:
+        """Create the clone session and its page (bring-up), showing the first task's start state."""
+        with self.lock:
+            self._ensure_page()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            device, self._device = self._device, None
+            session, self._session = self._session, None
+            if device is not None:
+                device.close()
+            if session is not None:
+                self.host.drop_session(session.id)
+
+    @property
+    def stale(self) -> bool:
+        """The page belongs to a browser that has since been replaced."""
+        return self._device is not None and self._generation != self.host.generation
+
+    # --- the RL API ---
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Transition:
+        options = dict(options or {})
+        with self.lock:
+            if seed is not None:
+                self.rng = np.random.default_rng(seed)
+            task = self._pick_task(options.pop("task_id", None))
+            instance_seed = options.pop("instance_seed", None)
+            if instance_seed is None:
+                instance_seed = seed if seed is not None else int(self.rng.integers(SEED_SPACE))
+            if options:
+                raise ConfigError(
+                    f"unknown reset options {sorted(options)}", hint="reset options: task_id, instance_seed"
+                )
+            instance = task.instantiate(int(instance_seed), task.clone.setup.clock.date())
+            start = self.host.start_state(self.clone, task, instance)
+            self._start(start, instance, before=start)
+            episode = self._episode
+            assert episode is not None
+            if self.config.reward.shaped:
+                episode.progress = self._verdict(None).progress
+            return Transition(observation=self._require_last(), info=self._info())
+
+    def step(self, action: Any) -> Transition:
+        with self.lock:
+            episode = self._episode
+            if episode is None or episode.done:
+                raise EpisodeOver(
+                    f"environment {self.env_id} has no episode in progress",
+                    hint="call reset() before step(), and again after terminated or truncated",
+                )
+            if self.stale:
+                return self._abort(episode, "the browser was replaced after a crash")
+            try:
+                return self._step(episode, action)
+            except DeviceError as exc:
+                self.host.device_failed(self._generation, exc)
+                return self._abort(episode, f"{type(exc).__name__}: {exc.message}")
+
+    def snapshot(self) -> EnvSnapshot:
+        with self.lock:
+            episode = self._episode
+            if episode is None or self._session is None or episode.done:
+                raise EpisodeOver(
+                    f"environment {self.env_id} has no episode in progress to snapshot",
+                    hint="snapshot after reset() and before the episode ends",
+                )
+            with self._session.lock:
+                state = working_copy(self._session.state)
+            instance = episode.instance
+            return EnvSnapshot(
+                clone=self.clone.name,
+                pack=self.pack.app,
+                task_id=instance.task.id,
+                seed=instance.seed,
+                params=dict(instance.params),
+                instruction=instance.instruction,
+                state=state,
+                before=episode.before,
+                steps=episode.steps,
+                format_errors=episode.format_errors,
+                consecutive_format_errors=episode.consecutive_format_errors,
+                progress=episode.progress,
+                episode_return=episode.episode_return,
+            )
+
+    def restore(self, snap: EnvSnapshot) -> Transition:
+        if not isinstance(snap, EnvSnapshot):
+            raise SnapshotMismatch(
+                f"cannot restore a {type(snap).__name__} into environment {self.env_id}",
+                hint="pass a snapshot taken with snapshot()",
+            )
+        if snap.clone != self.clone.name or snap.pack != self.pack.app:
+            raise SnapshotMismatch(
+                f"snapshot of clone {snap.clone!r} (pack {snap.pack!r}) cannot be restored into environment "
+                f"{self.env_id}, which runs clone {self.clone.name!r} (pack {self.pack.app!r})",
+                hint="restore a snapshot into an environment of the same clone and task pack",
+            )
+        with self.lock:
+            task = self.pack.task(snap.task_id)
+            instance = TaskInstance(
+                task=task, seed=snap.seed, params=dict(snap.params), instruction=snap.instruction
+            )
+            self._start(working_copy(snap.state), instance, before=snap.before)
+            episode = self._episode
+            assert episode is not None
+            episode.steps = snap.steps
+            episode.format_errors = snap.format_errors
+            episode.consecutive_format_errors = snap.consecutive_format_errors
+            episode.progress = snap.progress
+            episode.episode_return = snap.episode_return
+            return Transition(observation=self._require_last(), info=self._info())
+
+    def verdict(self) -> Verdict:
+        """The verifier's verdict on the current state and the episode's answer (if it gave one):
+        what the terminal reward is computed from, without ending anything."""
+        with self.lock:
+            if self._episode is None:
+                raise EpisodeOver(f"environment {self.env_id} has no episode", hint="call reset() first")
+            return self._verdict(self._episode.answer)
+
+    # --- internals ---
+
+    def _pick_task(self, task_id: str | None) -> Task:
+        wanted = task_id or self.config.task_id
+        if wanted:
+            return self.pack.task(wanted)
+        tasks = self.pack.tasks
+        return tasks[0] if len(tasks) == 1 else tasks[int(self.rng.integers(len(tasks)))]
+
+    def _home_state(self) -> State:
+        task = self.pack.task(self.config.task_id) if self.config.task_id else self.pack.tasks[0]
+        return self.host.start_state(self.clone, task, task.instantiate(0, task.clone.setup.clock.date()))
+
+    def _ensure_page(self) -> None:
+        """A live page showing a session of this clone (new ones after a crash or on first use).
+
+        Every page starts the same way: the first task's start screen, captured once. Observed: a
+        page whose first capture shows another screen can render later screens a pixel differently,
+        which would break identical observations across restored branches."""
+        if self._device is not None and not self.stale and self._session is not None:
+            return
+        if self._device is not None:
+            self._device.close()
+        if self._session is not None:
+            self.host.drop_session(self._session.id)
+        self._device = self._session = None
+        generation = self.host.generation
+        self._session = self.host.new_session(self.clone, self._home_state(), self.config.drift)
+        device = RLCloneDevice(
+            self.host.pool,
+            self.host.server_url,
+            self.clone,
+            emulation=self.emulation,
+            image_format=ImageFormat(self.config.image.wire_format),
+            jpeg_quality=self.config.jpeg_quality,
+            serial=f"rl-{self.clone.name}-{self.env_id}",
+        )
+        try:
+            with self.host.opening_page():
+                device.open(self._session.id)
+            self._last = self._observe_with(device)
+        except DeviceError as exc:
+            self.host.device_failed(generation, exc)
+            device.close()
+            raise
+        self._device, self._generation = device, generation
+
+    def _start(self, state: State, instance: TaskInstance, *, before: State) -> None:
+        """Put the session in `state` and the page on its screen, then observe (retried once on a
+        fresh page if the browser died: a reset starts a new episode, so nothing is lost)."""
+        for attempt in range(2):
+            try:
+                self._ensure_page()
+                session, device = self._session, self._device
+                assert session is not None and device is not None
+                with session.lock:
+                    session.reset_to(working_copy(state))
+                    screen = {
+                        "version": session.version,
+                        "route": session.state["ui"]["route"],
+                        "html": render_screen(session),
+                    }
+                device.show(screen)
+                self._last = self._observe()
+                break
+            except DeviceError as exc:
+                self.host.device_failed(self._generation, exc)
+                if attempt or not isinstance(exc, DeviceLost):
+                    raise
+                log.warning(
+                    "environment %d: page lost during reset (%s); retrying on a new page", self.env_id, exc
+                )
+                self._drop_page()
+        self._episode = _Episode(instance=instance, before=before, boundary=instance.boundary())
+
+    def _drop_page(self) -> None:
+        device, self._device = self._device, None
+        if device is not None:
+            device.close()
+
+    def _observe(self) -> EnvObservation:
+        assert self._device is not None
+        return self._observe_with(self._device)
+
+    @staticmethod
+    def _observe_with(device: CloneDevice) -> EnvObservation:
+        obs = device.observe()
+        shot = obs.screenshot
+        return EnvObservation(
+            image=shot.data, format=shot.format, width=shot.width, height=shot.height, hierarchy=obs.hierarchy
+        )
+
+    def _require_last(self) -> EnvObservation:
+        if self._last is None:
+            raise EpisodeOver(f"environment {self.env_id} has not observed anything yet", hint="call reset()")
+        return self._last
+
+    def _step(self, episode: _Episode, raw: Any) -> Transition:
+        if not isinstance(raw, str | bytes | dict | BaseModel):
+            raise ActionError(
+                f"an action is Action JSON text (or its object), not {type(raw).__name__}",
+                hint='e.g. \'{"type": "click", "x": 500, "y": 120}\'',
+            )
+        if self.config.strict_actions:
+            parse_policy_action(raw)  # raises ActionError before anything is counted
+        episode.steps += 1
+        info: dict[str, Any] = {"format_error": None, "boundary": None, "action": None}
+        reward = 0.0
+        end: EndReason | None = None
+        answer: str | None = None
+        try:
+            action = parse_policy_action(raw)
+        except ActionError as exc:
+            episode.format_errors += 1
+            episode.consecutive_format_errors += 1
+            info["format_error"] = exc.message
+            reward -= self.config.reward.format_error_penalty
+            if episode.consecutive_format_errors >= self.config.max_format_errors:
+                end = EndReason.FORMAT_ERRORS
+        else:
+            episode.consecutive_format_errors = 0
+            info["action"] = action_to_dict(action)
+            if isinstance(action, Answer):
+                answer, end = action.text, EndReason.ANSWER
+                episode.answer = answer
+            elif isinstance(action, Terminate):
+                end = EndReason.TERMINATE
+            else:
+                hit = self._boundary(episode, action)
+                assert self._device is not None
+                self._device.act(action)  # a clone delivers a boundary tap: crossing it is harmless here
+                self._last = self._observe()
+                if hit is not None:
+                    info["boundary"] = hit
+                    end = EndReason.BOUNDARY
+        truncated = end is None and episode.steps >= self._max_steps(episode)
+        if truncated:
+            end = EndReason.STEP_BUDGET
+        shaped = self.config.reward.shaped
+        verdict = self._verdict(answer) if end is not None or shaped else None
+        if shaped and verdict is not None:
+            reward += verdict.progress - episode.progress
+            episode.progress = verdict.progress
+        if end is not None:
+            assert verdict is not None
+            reward += self._terminal_reward(verdict)
+            episode.done = True
+            info.update(self._end_info(end, verdict, answer))
+        episode.episode_return += reward
+        info.update(self._info())
+        return Transition(
+            observation=self._require_last(),
+            reward=reward,
+            terminated=end is not None and not truncated,
+            truncated=truncated,
+            info=info,
+        )
+
+    def _boundary(self, episode: _Episode, action: Action) -> str | None:
+        last = self._last
+        if not episode.boundary or last is None or not last.hierarchy:
+            return None
+        try:
+            hierarchy = Hierarchy(last.hierarchy)
+        except RealbenchError:
+            log.warning("environment %d: unparseable hierarchy; boundary check skipped", self.env_id)
+            return None
+        hit = boundary_hit(action, hierarchy, episode.boundary, (last.width, last.height))
+        return hit.describe() if hit is not None else None
+
+    def _max_steps(self, episode: _Episode) -> int:
+        return self.config.max_steps or episode.instance.task.max_steps
+
+    def _verdict(self, answer: str | None) -> Verdict:
+        episode = self._episode
+        assert episode is not None and self._session is not None
+        side = episode.instance.task.clone
+        args = episode.instance.verifier_args
+        with self._session.lock:
+            after = self._session.state
+            verdict = self.clone.verify(side.verifier.name, episode.before, after, args, answer)
+            found = (
+                self.clone.side_effects(side.side_effect_checks, episode.before, after, args)
+                if side.side_effect_checks
+                else []
+            )
+        effects = [*verdict.side_effects, *found]
+        if effects:
+            reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
+            verdict = verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
+        return verdict
+
+    def _terminal_reward(self, verdict: Verdict) -> float:
+        cfg = self.config.reward
+        reward = cfg.success_reward if verdict.success and not verdict.side_effects else 0.0
+        if verdict.side_effects:
+            reward -= cfg.side_effect_penalty
+        return reward
+
+    def _end_info(self, end: EndReason, verdict: Verdict, answer: str | None) -> dict[str, Any]:
+        outcome = outcome_for(end, verdict)
+        return {
+            "end_reason": end.value,
+            "outcome": outcome.value,
+            "success": outcome is Outcome.SUCCESS,
+            "answer": answer,
+            "verdict": verdict.model_dump(mode="json", include=VERDICT_FIELDS),
+        }
+
+    def _abort(self, episode: _Episode, why: str) -> Transition:
+        episode.done = True
+        self._drop_page()
+        info = {
+            **self._info(),
+            "aborted": True,
+            "error": why,
+            "end_reason": EndReason.ABORT.value,
+            "outcome": Outcome.ENV_INVALID.value,
+            "success": False,
+        }
+        log.warning("environment %d: episode aborted (%s)", self.env_id, why)
+        last = self._last
+        if last is None:
+            raise DeviceLost(f"environment {self.env_id}: {why}")
+        return Transition(observation=last, reward=0.0, terminated=False, truncated=True, info=info)
+
+    def _info(self) -> dict[str, Any]:
+        episode = self._episode
+        if episode is None:
+            return {"env_id": self.env_id}
+        instance = episode.instance
+        return {
+            "env_id": self.env_id,
+            "task_id": instance.task.id,
+            "seed": instance.seed,
+            "instruction": instance.instruction,
+            "step": episode.steps,
+            "max_steps": self._max_steps(episode),
+            "episode_return": episode.episode_return,
+            "aborted": False,
+        }

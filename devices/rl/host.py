@@ -1,0 +1,336 @@
+"""An environment host: one clone server and one browser in this process, many environments.
+
+Every environment is a clone session on the in-process server and a page of the shared browser.
+Batch operations (create, reset, step, snapshot, restore) run the environments concurrently: the
+browser's event loop overlaps their screenshots and page work, which is where the throughput
+comes from. A host is what a worker process, a Ray actor and a single Gymnasium environment run.
+
+When the browser dies the host starts a new one; the environments that lived in the old browser
+report their episode as aborted on their next step (never silently reset) and get a new page on
+their next reset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clones.base import Clone, State, get_clone
+from clones.server import CloneServer, CreateSession, Session, SessionStore
+from devices.clone_device import BrowserPool, Isolation
+from devices.rl.browser import chromium_processes, pss_mib
+from devices.rl.config import EnvConfig
+from devices.rl.core import VERDICT_FIELDS, EnvCore
+from devices.rl.errors import EnvNotFound, ErrorInfo
+from devices.rl.transitions import EnvSnapshot, Transition
+from realbench.errors import DeviceError, RealbenchError, ServerError
+from realbench.taskpack import Task, TaskInstance, TaskPack, load_pack
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+START_CACHE = 512
+# The GPU thread in the browser process saves a ~70 MiB process per browser (software compositing
+# either way: --disable-gpu); local clone pages need no site isolation, and a renderer limit keeps
+# fresh tabs from each spawning a renderer before they join their site's (one measurement at 30
+# environments per browser: 23.6 -> 21.2 MiB PSS per environment, bring-up 6.0 -> 5.4 s). Without
+# the 60 Hz frame limit a capture gets its frame sooner; pages without damage draw nothing either
+# way (measured with 40 environments: idle CPU unchanged, reset p50 50 -> 41 ms, steps/s 39 -> 51).
+RL_BROWSER_ARGS = (
+    "--in-process-gpu",
+    "--disable-site-isolation-trials",
+    "--renderer-process-limit=2",
+    "--disable-frame-rate-limit",
+)
+MAX_THREADS = 128
+
+
+@dataclass(frozen=True)
+class ResetRequest:
+    env_id: int
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    env_id: int
+    action: Any
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    env_id: int
+    snapshot: EnvSnapshot
+
+
+class _HostStore(SessionStore):
+    """A session store that is truthy even when empty: `create_app(store)` falls back to a new
+    store on a falsy one, and the host must share its store with the server it starts."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class EnvHost:
+    """Clone server + browser + environments of this process. Thread-safe."""
+
+    def __init__(self, *, browser_args: tuple[str, ...] = (), renderers: int | None = None) -> None:
+        self.browser_args = browser_args
+        self.renderers = renderers
+        self.server = CloneServer(store=_HostStore())
+        self.pool = self._new_pool()
+        self.generation = 0
+        self.replacements = 0
+        self._envs: dict[int, EnvCore] = {}
+        self._next_id = 0
+        self._lock = threading.Lock()
+        self._browser_lock = threading.Lock()
+        self._packs: dict[Path, TaskPack] = {}
+        self._starts: OrderedDict[str, State] = OrderedDict()
+        self._starts_lock = threading.Lock()
+        self._threads = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="rl-env")
+        self._first_pages = threading.Lock()
+        self._pages_opened = 0
+        self._started = False
+
+    # --- lifecycle ---
+
+    def _new_pool(self) -> BrowserPool:
+        # Same-site pages share renderers: ~11 MiB per environment instead of ~65 MiB with a
+        # context each; a renderer crash aborts the episodes of its context, which recover on reset.
+        return BrowserPool(
+            extra_args=(*RL_BROWSER_ARGS, *self.browser_args),
+            isolation=Isolation.SHARED,
+            renderers=self.renderers,
+        )
+
+    def start(self) -> EnvHost:
+        if not self._started:
+            self.server.start()
+            self.pool.start()
+            self._started = True
+        return self
+
+    def close(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for env in list(self._envs.values()):
+            try:
+                env.close()
+            except RealbenchError as exc:
+                log.debug("closing environment %d: %s", env.env_id, exc)
+        self._envs.clear()
+        self.pool.close()
+        self.server.stop()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> EnvHost:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def server_url(self) -> str:
+        return self.server.url
+
+    # --- what EnvCore uses ---
+
+    def pack(self, config: EnvConfig) -> TaskPack:
+        path = config.pack_path()
+        with self._lock:
+            pack = self._packs.get(path)
+            if pack is None:
+                pack = self._packs[path] = load_pack(path)
+            return pack
+
+    def start_state(self, clone: Clone, task: Task, instance: TaskInstance) -> State:
+        """The task instance's start state, built once per (clone, setup, params) and shared read-only."""
+        setup = task.clone.setup
+        key = json.dumps(
+            [clone.name, setup.model_dump(mode="json"), instance.params], sort_keys=True, default=str
+        )
+        with self._starts_lock:
+            state = self._starts.get(key)
+            if state is not None:
+                self._starts.move_to_end(key)
+                return state
+        state = self.server.store.build(clone, setup, instance.params, None)
+        with self._starts_lock:
+            self._starts[key] = state
+            while len(self._starts) > START_CACHE:
+                self._starts.popitem(last=False)
+        return state
+
+    def new_session(self, clone: Clone, state: State, drift: Any) -> Session:
+        return self.server.store.create(CreateSession(clone=clone.name, state=state, drift=drift))
+
+    @contextmanager
+    def opening_page(self) -> Iterator[None]:
+        """Serialises the first page opens of a browser. Chromium puts same-site pages of a context
+        in one renderer only once that site's renderer exists; pages that race to open first get a
+        renderer each (measured: 34 renderers for 15 pages, ~58 MiB per environment, against 5
+        renderers and ~26 MiB when the first pages open one at a time)."""
+        if self._pages_opened >= self.pool.renderers:
+            yield
+            return
+        with self._first_pages:
+            yield
+            self._pages_opened += 1
+
+    def drop_session(self, session_id: str) -> None:
+        try:
+            self.server.store.delete(session_id)
+        except Exception:  # the session may already be gone; nothing to clean up then
+            log.debug("session %s already gone", session_id)
+
+    def device_failed(self, generation: int, exc: DeviceError) -> None:
+        """A device operation failed: if the browser itself is gone, start a new one (once)."""
+        if self.pool.running:
+            return
+        with self._browser_lock:
+            if generation != self.generation or self.pool.running:
+                return  # another environment already replaced it
+            log.warning("clone browser lost (%s); starting a new one", exc.message)
+            old = self.pool
+            try:
+                old.close()
+            except Exception as close_exc:  # the old browser is dead; closing is best effort
+                log.debug("closing the dead browser: %s", close_exc)
+            self.pool = self._new_pool().start()
+            self._pages_opened = 0
+            self.generation += 1
+            self.replacements += 1
+
+    # --- batch API (what workers, actors and the service call) ---
+
+    def create(self, configs: list[EnvConfig]) -> list[int | ErrorInfo]:
+        """Create environments (concurrently) and return their ids, or an error per failed one."""
+        self.start()
+
+        def one(config: EnvConfig) -> int:
+            pack = self.pack(config)
+            clone = get_clone(pack.clone)
+            with self._lock:
+                env_id = self._next_id
+                self._next_id += 1
+            env = EnvCore(self, env_id, config, pack, clone)
+            env.open()
+            with self._lock:
+                self._envs[env_id] = env
+            return env_id
+
+        return self._map(one, configs)
+
+    def reset(self, requests: list[ResetRequest]) -> list[Transition | ErrorInfo]:
+        return self._map(lambda r: self.env(r.env_id).reset(r.seed, r.options), requests)
+
+    def step(self, requests: list[StepRequest]) -> list[Transition | ErrorInfo]:
+        return self._map(lambda r: self.env(r.env_id).step(r.action), requests)
+
+    def snapshot(self, env_ids: list[int]) -> list[EnvSnapshot | ErrorInfo]:
+        return self._map(lambda i: self.env(i).snapshot(), env_ids)
+
+    def restore(self, requests: list[RestoreRequest]) -> list[Transition | ErrorInfo]:
+        return self._map(lambda r: self.env(r.env_id).restore(r.snapshot), requests)
+
+    def verdict(self, env_ids: list[int]) -> list[dict[str, Any] | ErrorInfo]:
+        return self._map(
+            lambda i: self.env(i).verdict().model_dump(mode="json", include=VERDICT_FIELDS), env_ids
+        )
+
+    def close_envs(self, env_ids: list[int]) -> list[int | ErrorInfo]:
+        def one(env_id: int) -> int:
+            env = self.env(env_id)
+            with self._lock:
+                self._envs.pop(env_id, None)
+            env.close()
+            return env_id
+
+        return self._map(one, env_ids)
+
+    def stats(self) -> dict[str, Any]:
+        procs = chromium_processes(os.getpid())
+        return {
+            "pid": os.getpid(),
+            "envs": len(self._envs),
+            "generation": self.generation,
+            "browser_replacements": self.replacements,
+            "browser_running": self.pool.running,
+            "chromium_pids": sorted(procs),
+            "chromium_pss_mib": pss_mib(list(procs)),
+            "sessions": len(self.server.store),
+        }
+
+    def kill_browser(self) -> list[int]:
+        """Kill this host's Chromium processes (fault injection for tests and drills)."""
+        import signal
+
+        procs = [pid for pid, kind in chromium_processes(os.getpid()).items() if kind == "browser"]
+        for pid in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return procs
+
+    # --- helpers ---
+
+    def env(self, env_id: int) -> EnvCore:
+        env = self._envs.get(env_id)
+        if env is None or env.closed:
+            raise EnvNotFound(
+                f"no environment {env_id} on this host (unknown or closed)",
+                hint="create one first; closed environments cannot be used again",
+            )
+        return env
+
+    def _map(self, fn: Callable[[Any], T], items: list[Any]) -> list[T | ErrorInfo]:
+        def guarded(item: Any) -> T | ErrorInfo:
+            try:
+                return fn(item)
+            except RealbenchError as exc:
+                return ErrorInfo.of(exc)
+            except Exception as exc:  # a bug must not take the other environments down
+                log.exception("environment operation failed")
+                return ErrorInfo.of(ServerError(f"internal error: {type(exc).__name__}: {exc}"))
+
+        if len(items) == 1:
+            return [guarded(items[0])]
+        return list(self._threads.map(guarded, items))
+
+
+_shared: EnvHost | None = None
+_shared_users = 0
+_shared_lock = threading.Lock()
+
+
+def acquire_shared_host() -> EnvHost:
+    """The process-wide host single Gymnasium environments share (one browser per process)."""
+    global _shared, _shared_users
+    with _shared_lock:
+        if _shared is None:
+            _shared = EnvHost().start()
+        _shared_users += 1
+        return _shared
+
+
+def release_shared_host(host: EnvHost) -> None:
+    global _shared, _shared_users
+    with _shared_lock:
+        if host is not _shared:
+            return
+        _shared_users -= 1
+        if _shared_users <= 0:
+            _shared.close()
+            _shared, _shared_users = None, 0

@@ -1,0 +1,312 @@
+"""Clone tasks as Gymnasium environments: the env checker, verifier rewards, episode ends,
+snapshot/restore branching, bad input and a crashed browser. One host (browser + clone server)
+for the module; environments on the toy clone."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import devices.rl  # noqa: F401  (registers the Gymnasium ids)
+from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
+from devices.rl.gym_env import RealbenchEnv
+from devices.rl.host import StepRequest, acquire_shared_host, release_shared_host
+from devices.rl.spaces import screen_size
+from devices.rl.transitions import EnvObservation
+from realbench.errors import ActionError, ConfigError, RealbenchError
+from realbench.golden import GoldenAgent
+from realbench.hierarchy import Hierarchy, Selector
+from realbench.observation import ImageFormat
+from tests.rl_support import OTHER_PACK, golden_action, write_pack
+from tests.toyclone import toys_registered
+
+pytestmark = pytest.mark.browser
+
+CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
+
+
+@pytest.fixture(scope="module", autouse=True)
+def toys():
+    with toys_registered():
+        yield
+
+
+@pytest.fixture(scope="module")
+def packs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("packs")
+    return {"toy": str(write_pack(root / "toy")), "other": str(write_pack(root / "other", OTHER_PACK))}
+
+
+@pytest.fixture(scope="module")
+def host():
+    # the process-wide host, so environments made through gym.make (which cannot take a host
+    # argument: it deep-copies its kwargs) share this module's browser
+    h = acquire_shared_host()
+    yield h
+    release_shared_host(h)
+
+
+@pytest.fixture(scope="module")
+def env(host, packs):
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def twin(host, packs):
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    yield e
+    e.close()
+
+
+def _obs_of(env: RealbenchEnv) -> EnvObservation:
+    assert env._last is not None
+    return env._last.observation
+
+
+def _golden_episode(env: RealbenchEnv, seed: int) -> tuple[float, dict]:
+    _, info = env.reset(seed=seed)
+    agent = GoldenAgent()
+    agent.reset(env._host.env(env.env_id)._episode.instance)
+    total = 0.0
+    for _ in range(info["max_steps"]):
+        _, reward, terminated, truncated, info = env.step(golden_action(agent, _obs_of(env)))
+        total += float(reward)
+        if terminated or truncated:
+            return total, info
+    raise AssertionError("the golden plan did not end the episode")
+
+
+def test_env_checker_passes_through_gym_make(host, packs):
+    env = gym.make("realbench/clone-v1", pack=packs["toy"], task_id="buy-item")
+    assert env.unwrapped._host is host
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the checker's warnings are failures here
+            check_env(env.unwrapped, skip_render_check=True)
+        obs, info = env.reset(seed=1)
+        assert obs["screenshot"].shape == env.observation_space["screenshot"].shape == (995, 448, 3)
+        assert obs["screenshot"].dtype == np.uint8 and obs["screenshot"].std() > 0
+        assert "商品列表" in obs["hierarchy"]
+        assert info["instruction"].startswith("购买商品") and info["task_id"] == "buy-item"
+    finally:
+        env.close()
+
+
+def test_env_checker_passes_with_encoded_screenshots(host, packs):
+    env = RealbenchEnv(packs["toy"], "buy-item", host=host, image="jpeg", hierarchy=False, short_side=256)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env, skip_render_check=True)
+        obs, _ = env.reset(seed=0)
+        assert set(obs) == {"screenshot"}
+        assert bytes(obs["screenshot"][:2]) == b"\xff\xd8"
+        width, height = screen_size(env.config)
+        pixels = EnvObservation(obs["screenshot"].tobytes(), ImageFormat.JPEG, width, height).pixels()
+        assert pixels.shape == (height, width, 3)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("shaped", [False, True])
+def test_golden_plan_earns_the_verifier_reward(host, packs, shaped):
+    env = RealbenchEnv(packs["toy"], "buy-item", host=host, reward={"shaped": shaped})
+    try:
+        total, info = _golden_episode(env, seed=3)
+    finally:
+        env.close()
+    assert info["outcome"] == "success" and info["end_reason"] == "boundary"
+    assert "购买" in info["boundary"]
+    assert info["verdict"]["success"] is True
+    # shaped: the progress potential goes 0 -> 1 on top of the success reward
+    assert total == pytest.approx(2.0 if shaped else 1.0)
+
+
+def test_wrong_purchase_and_giving_up_earn_nothing(env):
+    env.reset(seed=3, options={"instance_seed": 3})
+    item = env._host.env(env.env_id)._episode.instance.params["item"]
+    wrong = 7 if item != "07" else 8
+    env.step(CLICK_LIST)
+    # tap the wrong row, then buy it: the verifier sees an order, but not the asked-for item
+    hierarchy = _obs_of(env).hierarchy
+    assert hierarchy is not None and f"商品{wrong:02d}" in hierarchy
+    node = Hierarchy(hierarchy).find_one(Selector(text=f"商品{wrong:02d}"))
+    assert node is not None
+    w, h = _obs_of(env).width, _obs_of(env).height
+    cx, cy = node.bounds.center
+    env.step(f'{{"type": "click", "x": {round(cx * 1000 / (w - 1))}, "y": {round(cy * 1000 / (h - 1))}}}')
+    _, reward, terminated, truncated, info = env.step('{"type": "terminate", "status": "success"}')
+    assert (reward, terminated, truncated) == (0.0, True, False)
+    assert info["outcome"] == "failure" and info["end_reason"] == "terminate"
+    assert not info["verdict"]["success"]
+
+
+def test_step_budget_truncates(env):
+    env.reset(seed=0)
+    for _ in range(7):
+        _, reward, terminated, truncated, _ = env.step('{"type": "key", "key": "back"}')
+        assert not (terminated or truncated)
+    _, reward, terminated, truncated, info = env.step('{"type": "key", "key": "back"}')
+    assert truncated and not terminated and reward == 0.0
+    assert info["outcome"] == "step_budget" and info["step"] == info["max_steps"] == 8
+    with pytest.raises(EpisodeOver):
+        env.step(CLICK_LIST)
+    with pytest.raises(EpisodeOver, match="snapshot"):
+        env.snapshot()
+
+
+def test_tasks_are_drawn_from_the_pack_by_seed_or_chosen(host, packs):
+    env = RealbenchEnv(packs["toy"], host=host)  # no task fixed
+    try:
+        drawn = [env.reset(seed=s)[1]["task_id"] for s in (1, 2, 3, 4, 1)]
+        assert drawn[0] == drawn[-1] and set(drawn) == {"buy-item", "search"}
+        _, info = env.reset(options={"task_id": "search"})
+        assert info["task_id"] == "search" and info["instruction"] == "搜索玩具"
+    finally:
+        env.close()
+
+
+def test_format_errors_are_penalised_and_end_the_episode(host, packs):
+    env = RealbenchEnv(packs["toy"], "buy-item", host=host, reward={"format_error_penalty": 0.25})
+    try:
+        env.reset(seed=0)
+        for _ in range(2):
+            _, reward, terminated, _, info = env.step('{"type": "tap"}')
+            assert reward == -0.25 and not terminated and "type" in info["format_error"]
+        _, reward, terminated, truncated, info = env.step("not json")
+        assert terminated and not truncated and reward == -0.25
+        assert info["outcome"] == "format_error"
+    finally:
+        env.close()
+
+
+def test_snapshot_restore_branches_identically(env, twin):
+    env.reset(seed=5)
+    env.step(CLICK_LIST)
+    snap = env.snapshot()
+    assert snap.steps == 1 and snap.state["ui"]["route"] == "list"
+    obs_a, info_a = env.restore(snap)
+    obs_b, info_b = twin.restore(snap)
+    assert np.array_equal(obs_a["screenshot"], obs_b["screenshot"])
+    assert obs_a["hierarchy"] == obs_b["hierarchy"]
+    assert info_a["step"] == info_b["step"] == 1 and info_a["instruction"] == info_b["instruction"]
+    state_a = env._host.env(env.env_id)._session.state
+    state_b = twin._host.env(twin.env_id)._session.state
+    assert state_a == state_b and state_a is not state_b
+    # the branches evolve independently from the shared state
+    env.step('{"type": "key", "key": "back"}')
+    assert env._host.env(env.env_id)._session.state["ui"]["route"] == "home"
+    assert twin._host.env(twin.env_id)._session.state["ui"]["route"] == "list"
+    # and restoring again brings the first branch back
+    obs_c, _ = env.restore(snap)
+    assert np.array_equal(obs_c["screenshot"], obs_b["screenshot"])
+
+
+def test_restore_of_another_clones_snapshot_is_refused(host, packs, env):
+    other = RealbenchEnv(packs["other"], "buy-item", host=host)
+    try:
+        other.reset(seed=0)
+        snap = other.snapshot()
+        env.reset(seed=0)
+        with pytest.raises(SnapshotMismatch, match="toy_other"):
+            env.restore(snap)
+        _, _, terminated, _, _ = env.step(CLICK_LIST)  # env is unaffected
+        assert not terminated
+    finally:
+        other.close()
+
+
+def test_bad_input_is_a_clear_error_and_harms_nothing(host, packs, env):
+    fresh = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    with pytest.raises(EpisodeOver, match="reset"):
+        fresh.step(CLICK_LIST)
+    fresh.close()
+    with pytest.raises(RealbenchError, match="closed"):
+        fresh.step(CLICK_LIST)
+    assert isinstance(host.step([StepRequest(999, CLICK_LIST)])[0], ErrorInfo)
+    with pytest.raises(EnvNotFound):
+        host.env(999)
+    env.reset(seed=0)
+    with pytest.raises(ActionError):
+        env.step(42)  # not an element of the action space at all: a caller bug, not a format error
+    _, _, _, _, info = env.step(CLICK_LIST)
+    assert info["step"] == 1 and info["format_error"] is None
+    with pytest.raises(ConfigError, match="reset options"):
+        env.reset(options={"bogus": 1})
+    with pytest.raises(ConfigError, match="no task"):
+        env.reset(options={"task_id": "nope"})
+
+
+def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
+    envs = [RealbenchEnv(packs["toy"], "buy-item", host=host) for _ in range(3)]
+    try:
+        for e in envs:
+            e.reset(seed=0)
+        devices = [host.env(e.env_id)._device for e in envs]
+        with pytest.raises(RealbenchError):  # the crash answers with an error, as a crash would
+            devices[0].pool.call(devices[0]._cdp.send("Page.crash"), timeout=5)
+        shared = [d._context is devices[0]._context for d in devices]  # same context: same renderer
+        results = [e.step(CLICK_LIST) for e in envs]
+        assert [r[4]["aborted"] for r in results] == shared and shared[0]
+        assert all(r[3] for r, s in zip(results, shared, strict=True) if s)  # truncated, not terminated
+        for e in envs:
+            if e._last is not None and e._last.done:
+                e.reset(seed=0)
+        assert not any(e.step(CLICK_LIST)[4]["aborted"] for e in envs)
+    finally:
+        for e in envs:
+            e.close()
+
+
+def test_crashed_browser_aborts_episodes_and_is_replaced(host, packs):
+    env = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    try:
+        env.reset(seed=0)
+        generation = host.generation
+        assert host.kill_browser()
+        _, reward, terminated, truncated, info = env.step(CLICK_LIST)
+        assert info["aborted"] is True and info["outcome"] == "env_invalid"
+        assert truncated and not terminated and reward == 0.0
+        assert host.generation == generation + 1 and host.pool.running
+        with pytest.raises(EpisodeOver):  # never silently reset
+            env.step(CLICK_LIST)
+        obs, info = env.reset(seed=0)
+        assert info["aborted"] is False and "商品列表" in obs["hierarchy"]
+        _, _, _, _, info = env.step(CLICK_LIST)
+        assert info["aborted"] is False
+    finally:
+        env.close()
+
+
+def test_png_screenshots_and_drifted_clones(host, packs):
+    env = RealbenchEnv(packs["toy"], "buy-item", host=host, image="png", drift="relabel")
+    try:
+        obs, _ = env.reset(seed=0)
+        assert bytes(obs["screenshot"][:4]) == b"\x89PNG"
+        assert "全部商品" in obs["hierarchy"] and "商品列表" not in obs["hierarchy"]  # the relabelled button
+    finally:
+        env.close()
+    with pytest.raises(RealbenchError, match="drift"):
+        RealbenchEnv(packs["toy"], "buy-item", host=host, drift="no-such-profile")
+
+
+def test_train_ticketing_golden_plan_earns_reward_one_through_its_registered_id(host):
+    from devices.rl.config import TASKPACKS
+    from realbench.taskpack import load_pack
+
+    if not (TASKPACKS / "train_ticketing" / "pack.yaml").exists():
+        pytest.skip("the train_ticketing pack is not in this checkout")
+    pack = load_pack(TASKPACKS / "train_ticketing")
+    task = next((t for t in pack.tasks if t.real.boundary), pack.tasks[0])
+    env = gym.make("realbench/train_ticketing-v1", task_id=task.id)
+    try:
+        total, info = _golden_episode(env.unwrapped, seed=0)
+    finally:
+        env.close()
+    assert info["outcome"] == "success" and total == 1.0, info.get("verdict")
