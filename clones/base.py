@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 from realbench.errors import CloneError, UnknownNameError
 from realbench.outcome import Verdict
-from realbench.taskpack import CloneSetup
+from realbench.taskpack import CloneSetup, TaskInstance
 
 State = dict[str, Any]
 Verifier = Callable[[State, State, dict[str, Any], str | None], Verdict]
@@ -187,14 +187,35 @@ class Clone(ABC):
             raise CloneError(f"clone {self.name!r} has no event {event.name!r}")
         handler(state, event)
 
-    def verify(self, name: str, before: State, after: State, params: dict[str, Any], answer: str | None) -> Verdict:
+    def verify(
+        self, name: str, before: State, after: State, params: dict[str, Any], answer: str | None
+    ) -> Verdict:
         fn = self.verifiers.get(name)
         if fn is None:
             raise UnknownNameError("verifier", name, list(self.verifiers))
         verdict = fn(before, after, params, answer)
         return verdict.model_copy(update={"name": name})
 
-    def side_effects(self, names: list[str], before: State, after: State, params: dict[str, Any]) -> list[str]:
+    def verify_instance(
+        self, instance: TaskInstance, before: State, after: State, answer: str | None
+    ) -> Verdict:
+        """A task instance's verdict: its verifier, plus its side-effect checks. Any side effect
+        fails the task, on every target alike."""
+        side = instance.task.clone
+        args = instance.verifier_args
+        verdict = self.verify(side.verifier.name, before, after, args, answer)
+        found = (
+            self.side_effects(side.side_effect_checks, before, after, args) if side.side_effect_checks else []
+        )
+        effects = [*verdict.side_effects, *found]
+        if not effects:
+            return verdict
+        reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
+        return verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
+
+    def side_effects(
+        self, names: list[str], before: State, after: State, params: dict[str, Any]
+    ) -> list[str]:
         found: list[str] = []
         for name in names:
             fn = self.side_effect_checks.get(name)

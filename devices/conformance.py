@@ -31,7 +31,9 @@ def check_device(device: Device) -> list[str]:
         problems.append(f"screenshot does not decode: {exc}")
     else:
         if (decoded.width, decoded.height) != (shot.width, shot.height):
-            problems.append(f"screenshot says {shot.width}x{shot.height} but decodes as {decoded.width}x{decoded.height}")
+            problems.append(
+                f"screenshot says {shot.width}x{shot.height} but decodes as {decoded.width}x{decoded.height}"
+            )
         if decoded.format is not shot.format or shot.format not in (ImageFormat.JPEG, ImageFormat.PNG):
             problems.append(f"screenshot format {shot.format} does not match its bytes ({decoded.format})")
     if obs.hierarchy is None:

@@ -85,7 +85,10 @@ def clone_targets(
 @contextmanager
 def phone_targets(pack: TaskPack, kind: TargetKind, rig: Path | None) -> Iterator[list[Target]]:
     if rig is None:
-        raise ConfigError(f"--target {kind} needs --rig", hint="e.g. --rig rigs/virtual.yaml (virtual phones) or your lab's rig")
+        raise ConfigError(
+            f"--target {kind} needs --rig",
+            hint="e.g. --rig rigs/virtual.yaml (virtual phones) or your lab's rig",
+        )
     from devices.farm import targets_from_rig
 
     with targets_from_rig(rig, pack, kind) as farm:
@@ -144,7 +147,9 @@ def run_pack(
     store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=config)
     with ExitStack() as stack:
         if kind is TargetKind.CLONE:
-            targets = stack.enter_context(clone_targets(pack, workers=workers, server_url=server_url, drift=drift, scale=scale))
+            targets = stack.enter_context(
+                clone_targets(pack, workers=workers, server_url=server_url, drift=drift, scale=scale)
+            )
         else:
             targets = stack.enter_context(phone_targets(pack, kind, rig))
         executor = None
@@ -154,7 +159,9 @@ def run_pack(
             executor = stack.enter_context(ray_executor(pack, rig, kind, factory))
         elif scheduler != "local":
             raise UnknownNameError("scheduler", scheduler, ["local", "ray"])
-        runner = LocalRunner(store, rid, pack, targets, factory, max_attempts=max_attempts, progress=progress, execute=executor)
+        runner = LocalRunner(
+            store, rid, pack, targets, factory, max_attempts=max_attempts, progress=progress, execute=executor
+        )
         summary = runner.run(keys)
     summary.write(out / "summary.json")
     store.close()

@@ -263,8 +263,12 @@ def serve_cmd(
 def rollout_service_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one)")] = 8770,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Environment workers (one browser each)")] = 2,
-    backend: Annotated[str, typer.Option("--backend", help="process (local) or ray (a Ray cluster)")] = "process",
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Environment workers (one browser each)")
+    ] = 2,
+    backend: Annotated[
+        str, typer.Option("--backend", help="process (local) or ray (a Ray cluster)")
+    ] = "process",
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Ray cluster address (default: start a local one)")
     ] = None,
@@ -398,7 +402,9 @@ def select_cmd(
     ] = None,
     replay_pack: Annotated[
         Path | None,
-        typer.Option("--replay-pack", help="Replay recorded traces on this pack's headless clone (the screen)"),
+        typer.Option(
+            "--replay-pack", help="Replay recorded traces on this pack's headless clone (the screen)"
+        ),
     ] = None,
     controls: Annotated[
         int, typer.Option("--controls", min=0, help="At least this many stable-failure controls (both-fail)")
@@ -676,11 +682,21 @@ def serve_model_cmd(
 def demo_cmd(
     out: Annotated[Path, typer.Option("--out", help="Study folder (re-running resumes)")] = Path("out/demo"),
     pack: Annotated[Path | None, typer.Option("--pack", help="Task pack (default: train_ticketing)")] = None,
-    clone_repeats: Annotated[int, typer.Option("--clone-repeats", min=1, help="Clone runs per task and policy")] = 3,
-    real_repeats: Annotated[int, typer.Option("--real-repeats", min=1, help="Phone runs per task and policy")] = 2,
-    budget_hours: Annotated[float, typer.Option("--budget-hours", help="Device-hour budget for the phones")] = 0.1,
-    rig: Annotated[Path | None, typer.Option("--rig", help="Rig (default: rigs/virtual.yaml, virtual phones)")] = None,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Parallel headless clone environments")] = 2,
+    clone_repeats: Annotated[
+        int, typer.Option("--clone-repeats", min=1, help="Clone runs per task and policy")
+    ] = 3,
+    real_repeats: Annotated[
+        int, typer.Option("--real-repeats", min=1, help="Phone runs per task and policy")
+    ] = 2,
+    budget_hours: Annotated[
+        float, typer.Option("--budget-hours", help="Device-hour budget for the phones")
+    ] = 0.1,
+    rig: Annotated[
+        Path | None, typer.Option("--rig", help="Rig (default: rigs/virtual.yaml, virtual phones)")
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Parallel headless clone environments")
+    ] = 2,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """The whole clone-vs-phone study on the embedded defaults: synthetic policies, virtual phones

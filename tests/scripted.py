@@ -57,7 +57,9 @@ class ScriptedDevice:
         return self._serial
 
     def observe(self) -> Observation:
-        return Observation(Screenshot(PNG, W, H, Screenshot.from_bytes(PNG).format), screen_xml(self.screen), "test.app")
+        return Observation(
+            Screenshot(PNG, W, H, Screenshot.from_bytes(PNG).format), screen_xml(self.screen), "test.app"
+        )
 
     def act(self, action: Action) -> None:
         if self.fail_after is not None and len(self.acts) >= self.fail_after:
@@ -79,7 +81,14 @@ class ScriptedDevice:
 class ScriptedTarget:
     """Success means the device reached screen `goal` (default: the submit screen was tapped)."""
 
-    def __init__(self, serial: str = "scripted-0", *, fail_after: int | None = None, goal: int = 3, delivers_boundary: bool = True) -> None:
+    def __init__(
+        self,
+        serial: str = "scripted-0",
+        *,
+        fail_after: int | None = None,
+        goal: int = 3,
+        delivers_boundary: bool = True,
+    ) -> None:
         self._device = ScriptedDevice(serial, fail_after)
         self.goal = goal
         self._delivers = delivers_boundary
@@ -106,10 +115,17 @@ class ScriptedTarget:
         if not self._delivers:
             return None
         reached = self._device.screen
-        return Verdict(success=reached >= self.goal, progress=min(1.0, reached / self.goal), reason=f"screen {reached}")
+        return Verdict(
+            success=reached >= self.goal, progress=min(1.0, reached / self.goal), reason=f"screen {reached}"
+        )
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "headless-clone", "serial": self._device.serial, "virtual": False, "scripted_test_double": True}
+        return {
+            "kind": "headless-clone",
+            "serial": self._device.serial,
+            "virtual": False,
+            "scripted_test_double": True,
+        }
 
     def teardown(self) -> None: ...
 

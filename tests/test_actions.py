@@ -3,6 +3,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from realbench.actions import (
     ACTION_TYPES,
@@ -93,7 +94,7 @@ def test_non_object_and_non_json_are_refused():
 
 def test_actions_are_immutable_and_final_flags():
     a = Click(x=1, y=2)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         a.x = 5  # type: ignore[misc]
     assert Answer(text="x").is_final and Terminate().is_final and not a.is_final
     assert describe_action(a) == "click(1,2)"

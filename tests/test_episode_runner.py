@@ -102,12 +102,22 @@ def test_store_round_trip(tmp_path):
     assert (store.episode_dir(eid) / "final.xml").exists()
     frame = store.episodes_frame()
     row = frame.iloc[0]
-    assert (row["task"], row["model"], row["env"], row["outcome"], row["success"]) == ("submit", "golden", "clone", "success", True)
+    assert (row["task"], row["model"], row["env"], row["outcome"], row["success"]) == (
+        "submit",
+        "golden",
+        "clone",
+        "success",
+        True,
+    )
     store.add_verdict(eid, Verdict(success=False, source=VerdictSource.JUDGE, name="j1", reason="unsure"))
     store.add_verdict(eid, Verdict(success=True, source=VerdictSource.JUDGE, name="j1", reason="sure"))
     store.add_label(eid, "alice", True)
     sources = [(v.source, v.name, v.success) for v in store.verdicts(eid)]
-    assert sources == [(VerdictSource.VERIFIER, "", True), (VerdictSource.JUDGE, "j1", True), (VerdictSource.HUMAN, "alice", True)]
+    assert sources == [
+        (VerdictSource.VERIFIER, "", True),
+        (VerdictSource.JUDGE, "j1", True),
+        (VerdictSource.HUMAN, "alice", True),
+    ]
     with pytest.raises(StoreError):
         store.add_verdict("nope", Verdict(success=True))
     paths = store.export_parquet(tmp_path / "pq")
@@ -146,7 +156,19 @@ def test_attempts_are_bounded(tmp_path):
     store = RunStore(tmp_path)
     store.ensure_run("r", pack="scripted", app="scripted", agent="golden", target="clone", config={})
     keys = plan_episodes(pack, task_ids=["submit"], repeats=1)
-    summary = LocalRunner(store, "r", pack, [ScriptedTarget("dead", fail_after=0)], GoldenAgent, max_attempts=2, progress=False).run(keys).data
+    summary = (
+        LocalRunner(
+            store,
+            "r",
+            pack,
+            [ScriptedTarget("dead", fail_after=0)],
+            GoldenAgent,
+            max_attempts=2,
+            progress=False,
+        )
+        .run(keys)
+        .data
+    )
     assert summary["episodes"] == 0 and summary["aborted"] == 1 and summary["outcomes"] == {"env_invalid": 2}
     assert summarize(store, "r").data["abort_rate"] == 1.0
 
@@ -207,7 +229,9 @@ def test_real_episodes_stay_undecided_until_a_verdict_arrives(tmp_path):
     frame = store.episodes_frame()
     eid = frame[frame["task"] == "submit"]["episode_id"].iloc[0]
     store.add_verdict(eid, Verdict(success=True, source=VerdictSource.JUDGE, name="j"))
-    store.add_verdict(eid, Verdict(success=False, source=VerdictSource.JUDGE, name="k", abstained=True, cost_usd=0.01))
+    store.add_verdict(
+        eid, Verdict(success=False, source=VerdictSource.JUDGE, name="k", abstained=True, cost_usd=0.01)
+    )
     summary = summarize(store, "r").data
     assert summary["successes"] == 1 and summary["undecided"] == 1 and summary["success_rate"] == 1.0
     store.add_label(eid, "alice", False)  # a human label outranks the judge

@@ -71,7 +71,13 @@ def test_boundary_hits(action):
 
 @pytest.mark.parametrize(
     "action",
-    [Click(x=500, y=40), Click(x=500, y=150), Swipe(x=500, y=950, x2=500, y2=300), KeyPress(key=Key.BACK), Type(text="x")],
+    [
+        Click(x=500, y=40),
+        Click(x=500, y=150),
+        Swipe(x=500, y=950, x2=500, y2=300),
+        KeyPress(key=Key.BACK),
+        Type(text="x"),
+    ],
     ids=lambda a: a.type,
 )
 def test_boundary_misses(action):
@@ -79,7 +85,9 @@ def test_boundary_misses(action):
 
 
 def test_enter_on_focused_boundary_control():
-    xml = XML.replace('focused="true" ', "").replace('content-desc="提交" clickable="true"', 'content-desc="提交" clickable="true" focused="true"')
+    xml = XML.replace('focused="true" ', "").replace(
+        'content-desc="提交" clickable="true"', 'content-desc="提交" clickable="true" focused="true"'
+    )
     assert boundary_hit(KeyPress(key=Key.ENTER), Hierarchy(xml), SUBMIT, SCREEN) is not None
     assert boundary_hit(KeyPress(key=Key.ENTER), Hierarchy(XML), SUBMIT, SCREEN) is None
 
