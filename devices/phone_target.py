@@ -264,7 +264,7 @@ class PhoneTarget:
         phone.start_app(package)
         profile = phone.profile
         time.sleep(self._settle_s())
-        popups = profile.popups if profile else []
+        popups = [*(profile.popups if profile else []), *self.pack.real_app.popups]
         if popups:
             dismiss_popups(phone, popups)
         if wait_for(lambda: phone.current_app() == package, FOREGROUND_TIMEOUT_S) is not True:

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from realbench.errors import ConfigError, UnknownNameError
-from realbench.hierarchy import Selector
+from realbench.taskpack import Popup
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
@@ -26,18 +26,6 @@ class Screen(_Strict):
     width: int = Field(gt=0)
     height: int = Field(gt=0)
     density_dpi: int = Field(gt=0)
-
-
-class Popup(_Strict):
-    """A ROM pop-up (permission prompt, security scan, update nag) and the control that dismisses it.
-
-    `when` recognises the pop-up on screen; `tap` is what the farm taps to dismiss it. Only
-    setup and health checks dismiss pop-ups; the agent's own steps are never altered.
-    """
-
-    name: str = Field(min_length=1)
-    when: Selector
-    tap: Selector
 
 
 class PhoneProfile(_Strict):

@@ -347,12 +347,25 @@ class TaskInstance(BaseModel):
         return [s.format(self.params) for s in self.task.real.boundary]
 
 
+class Popup(_Strict):
+    """A pop-up (a ROM permission prompt, an app's launch ad) and the control that dismisses it.
+
+    `when` recognises it on screen; `tap` is what setup and health checks tap to dismiss it. The
+    agent's own steps are never altered."""
+
+    name: str = Field(min_length=1)
+    when: Selector
+    tap: Selector
+
+
 class RealApp(_Strict):
     package: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$")
     name: str
     version: str | None = None
     forbidden: list[Selector] = Field(default_factory=list)
     logged_in_probe: Selector | None = None
+    # The app's own launch pop-ups (splash ads) that a lab's harness skips before handing over.
+    popups: list[Popup] = Field(default_factory=list)
 
 
 class PackPolicy(_Strict):

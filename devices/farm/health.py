@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from devices.profile import PhoneProfile, Popup
+from devices.profile import PhoneProfile
 from realbench.actions import Click
 from realbench.errors import DeviceError, RealbenchError
 from realbench.hierarchy import Hierarchy
+from realbench.taskpack import Popup
 
 log = logging.getLogger(__name__)
 
