@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,13 @@ class StudyConfig:
     replay_k: int = 2
     replay_traces: int = 1
     rig: Path = ROOT / "rigs" / "virtual.yaml"
+    # Virtual phones to start when the rig has a virtual section (None: the rig's own count).
+    # Episodes on virtual phones wait on the device protocol more than on the CPU, so more
+    # phones than cores still shortens the phone stage.
+    phones: int | None = 4
     target: str = "real"
-    workers: int = 2
+    # Headless clone pages in parallel; clone episodes also wait more than they compute.
+    workers: int = 4
     scale: float = 1.0  # headless clone screenshots at 412×915: synthetic policies do not read pixels
     judges: list[str] = field(default_factory=list)
     tasks: list[str] | None = None  # a subset of the pack (tests, quick looks); None = every task
@@ -113,6 +119,20 @@ class Study:
         self.stages.append(StageTiming(name, round(seconds, 1), note))
         self.console.print(f"[green]✓[/] {name} ({seconds:.0f} s){': ' + note if note else ''}")
 
+    def _rig(self) -> Path:
+        """The rig to run on: the configured one, or a copy of it with `phones` virtual phones."""
+        from devices.rig import load_rig
+
+        rig = load_rig(self.cfg.rig)
+        if self.cfg.phones is None or rig.virtual is None or rig.virtual.count == self.cfg.phones:
+            return self.cfg.rig
+        raw = yaml.safe_load(Path(self.cfg.rig).read_text(encoding="utf-8"))
+        raw["virtual"]["count"] = self.cfg.phones
+        raw["description"] = f"{raw.get('description', '')} ({self.cfg.phones} phones for this study)".strip()
+        path = self.out / "rig.yaml"
+        path.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        return path
+
     def _run(
         self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None
     ) -> dict[str, Any]:
@@ -127,7 +147,7 @@ class Study:
             seed=self.cfg.seed,
             tasks=tasks,
             workers=self.cfg.workers,
-            rig=self.cfg.rig if target != "clone" else None,
+            rig=self._rig() if target != "clone" else None,
             scale=self.cfg.scale,
             progress=self.cfg.progress,
         )

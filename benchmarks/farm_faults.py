@@ -107,7 +107,11 @@ class Injector:
         t.start()
 
     def stop(self) -> None:
+        """Stop injecting and cancel pending fault-window ends, which would outlive the phones."""
         self._stop.set()
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
 
 
 def stored_count(store: Path) -> int:

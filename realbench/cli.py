@@ -696,7 +696,10 @@ def demo_cmd(
     ] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Parallel headless clone environments")
-    ] = 2,
+    ] = 4,
+    phones: Annotated[
+        int | None, typer.Option("--phones", min=1, help="Virtual phones to start (virtual rigs)")
+    ] = 4,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """The whole clone-vs-phone study on the embedded defaults: synthetic policies, virtual phones
@@ -709,6 +712,7 @@ def demo_cmd(
         real_repeats=real_repeats,
         budget_hours=budget_hours,
         workers=workers,
+        phones=phones,
         progress=progress,
     )
     if pack is not None:

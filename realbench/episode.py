@@ -86,7 +86,8 @@ class EpisodeResult:
         return self.verdicts[0].progress if self.verdicts else None
 
 
-def _decide(end: EndReason, verdict: Verdict | None) -> Outcome:
+def decide_outcome(end: EndReason, verdict: Verdict | None) -> Outcome:
+    """How an episode ended (`end`) and its verdict, if any, as one Outcome — for every target."""
     if end is EndReason.ABORT:
         return Outcome.ENV_INVALID
     if verdict is not None and verdict.success:
@@ -230,7 +231,7 @@ def run_episode(
     result.end_reason = end
     if verdict is not None:
         result.verdicts.append(verdict)
-    result.outcome = _decide(end, verdict)
+    result.outcome = decide_outcome(end, verdict)
     result.finished = time.time()
     return result
 

@@ -26,6 +26,7 @@ from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
 from realbench.actions import Action, Answer, Terminate, action_from_json, action_to_dict, parse_action
 from realbench.boundary import boundary_hit
+from realbench.episode import decide_outcome
 from realbench.errors import ActionError, ConfigError, DeviceError, DeviceLost, RealbenchError
 from realbench.hierarchy import Hierarchy, Selector
 from realbench.observation import ImageFormat, Observation
@@ -46,17 +47,8 @@ def working_copy(state: State) -> State:
     return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
 
 
-def outcome_for(end: EndReason, verdict: Verdict | None) -> Outcome:
-    """The same decision the shared episode loop makes (clones always have a verdict)."""
-    if end is EndReason.ABORT:
-        return Outcome.ENV_INVALID
-    if verdict is not None and verdict.success:
-        return Outcome.SUCCESS
-    if end is EndReason.FORMAT_ERRORS:
-        return Outcome.FORMAT_ERROR
-    if end is EndReason.STEP_BUDGET:
-        return Outcome.STEP_BUDGET
-    return Outcome.FAILURE
+# The same decision the shared episode loop makes (clones always have a verdict).
+outcome_for = decide_outcome
 
 
 def parse_policy_action(action: Any) -> Action:
