@@ -68,6 +68,23 @@ def in_window(state: dict[str, Any], day: str) -> bool:
     return today <= d < today + timedelta(days=int(state["world"]["presale_days"]))
 
 
+def stepped_day(state: dict[str, Any], current: str, arg: str | None) -> str:
+    """The date a date-tab event picks: `prev`/`next` around `current`, or an ISO date; refused
+    outside the pre-sale window, as the real app greys those days out."""
+    day = date.fromisoformat(current)
+    if arg == "prev":
+        day -= timedelta(days=1)
+    elif arg == "next":
+        day += timedelta(days=1)
+    else:
+        try:
+            day = date.fromisoformat(str(arg))
+        except ValueError:
+            require(False, "日期无效")
+    require(in_window(state, day.isoformat()), "所选日期不在预售期内")
+    return day.isoformat()
+
+
 def _seat_no(state: dict[str, Any], leg: Leg, cls: str, letter: str, nth: int) -> tuple[str, str]:
     sold = int(state["user"]["sold"].get(sold_key(leg.no, leg.day, cls), 0)) + nth
     if cls == "wz":

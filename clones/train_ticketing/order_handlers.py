@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
 from typing import Any
 
 from clones.base import State, UIEvent, navigate, replace_route, require
@@ -71,19 +70,7 @@ class OrderHandlers:
 
     def _change_date(self, state: State, ev: UIEvent) -> None:
         args = state["ui"]["args"]
-        current = date.fromisoformat(args["date"])
-        if ev.arg == "prev":
-            day = current - timedelta(days=1)
-        elif ev.arg == "next":
-            day = current + timedelta(days=1)
-        else:
-            try:
-                day = date.fromisoformat(str(ev.arg))
-            except ValueError:
-                require(False, "日期无效")
-                return
-        require(booking.in_window(state, day.isoformat()), "所选日期不在预售期内")
-        args["date"] = day.isoformat()
+        args["date"] = booking.stepped_day(state, args["date"], ev.arg)
 
     def _change_pick(self, state: State, ev: UIEvent) -> None:
         args = state["ui"]["args"]

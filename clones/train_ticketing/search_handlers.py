@@ -116,19 +116,7 @@ class SearchHandlers:
 
     def _list_date(self, state: State, ev: UIEvent) -> None:
         s = state["ui"]["search"]
-        current = date.fromisoformat(s["date"])
-        if ev.arg == "prev":
-            day = current - timedelta(days=1)
-        elif ev.arg == "next":
-            day = current + timedelta(days=1)
-        else:
-            try:
-                day = date.fromisoformat(str(ev.arg))
-            except ValueError:
-                require(False, "日期无效")
-                return
-        require(booking.in_window(state, day.isoformat()), "所选日期不在预售期内")
-        s["date"] = day.isoformat()
+        s["date"] = booking.stepped_day(state, s["date"], ev.arg)
 
     def _sort(self, state: State, ev: UIEvent) -> None:
         require(ev.arg in SORTS, "未知排序")
