@@ -414,6 +414,7 @@ class VirtualPhone:
 
     def _sync(self, coro: Any) -> Any:
         if self.loop is None:
+            coro.close()  # never scheduled: close it so it is not reported as never awaited
             raise ServerError(
                 f"{self.name} is not started", hint="start phones with VirtualPhoneHost.start()"
             )
