@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.columns import check_columns, parse_bool_column
 from analysis.stats import (
-    _as_result_dict,
+    as_result_dict,
     cohen_kappa,
     double_sampling,
     double_sampling_variance,
@@ -51,7 +51,7 @@ class Rate:
     ci: tuple[float, float] | None
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def _rate(k: int, n: int, deff: float, z: float = 1.96) -> Rate:
@@ -73,7 +73,7 @@ class Confusion:
         return self.tp + self.fp + self.tn + self.fn
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def _confusion(truth: np.ndarray, verdict: np.ndarray) -> Confusion:
@@ -95,7 +95,7 @@ class JudgeMetrics:
     f1: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def judge_metrics(truth: np.ndarray, verdict: np.ndarray, deff: float = 1.0) -> JudgeMetrics:
@@ -126,7 +126,7 @@ class GroupError:
     fnr: Rate
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class CorrectedRate:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class JudgeAudit:
     corrected: list[CorrectedRate]
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class Agreement:
     pabak: float
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)

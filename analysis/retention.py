@@ -29,7 +29,7 @@ from analysis.stats import (
     BootstrapResult,
     FloatArray,
     SignFlipResult,
-    _as_result_dict,
+    as_result_dict,
     cluster_bootstrap,
     delta_ci,
     fieller,
@@ -85,7 +85,7 @@ class RatioEstimate:
         return None if self.bootstrap is None else self.bootstrap.percentile_ci
 
     def to_dict(self) -> dict[str, Any]:
-        out = _as_result_dict(self)
+        out = as_result_dict(self)
         out["estimable"] = self.estimable
         out["bca_ci"] = None if self.bca_ci is None else list(self.bca_ci)
         out["percentile_ci"] = None if self.percentile_ci is None else list(self.percentile_ci)
@@ -219,7 +219,7 @@ class MeanWithCI:
     n_tasks: int
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ class PairedTest:
     detail: SignFlipResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from scipy import stats as sps
 from analysis.columns import check_columns, parse_bool_column
 from analysis.stats import (
     Allocation,
-    _as_result_dict,
+    as_result_dict,
     mcnemar_power,
     mcnemar_sample_size,
     neyman_allocation,
@@ -80,7 +80,7 @@ class ScreenedTask:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class ScreenResult:
         return [t.task for t in self.tasks if not t.kept]
 
     def to_dict(self) -> dict[str, Any]:
-        out = _as_result_dict(self)
+        out = as_result_dict(self)
         out["excluded"] = self.excluded
         return out
 
@@ -244,7 +244,7 @@ class SelectedTask:
     g_s: float
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class PowerEstimate:
     note: str
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 @dataclass(frozen=True)

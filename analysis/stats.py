@@ -29,6 +29,7 @@ __all__ = [
     "IccResult",
     "SampleSize",
     "SignFlipResult",
+    "as_result_dict",
     "cluster_bootstrap",
     "cohen_kappa",
     "delta_ci",
@@ -52,12 +53,13 @@ __all__ = [
     "repeated_runs_sample_size",
     "rogan_gladen",
     "rogan_gladen_variance",
+    "sign_flip_test",
     "stratified_means",
     "wilson",
 ]
 
 
-def _as_result_dict(obj: Any) -> dict[str, Any]:
+def as_result_dict(obj: Any) -> dict[str, Any]:
     """dataclass → JSON-friendly dict (numpy scalars and arrays become Python values)."""
 
     def clean(v: Any) -> Any:
@@ -143,7 +145,7 @@ class SignFlipResult:
     alternative: str
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def sign_flip_test(
@@ -397,7 +399,7 @@ class BootstrapResult:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def _strata_index(strata: Sequence[Any] | None, n: int) -> tuple[NDArray[np.int64], list[str]]:
@@ -543,7 +545,7 @@ class Allocation:
         return dict(zip(self.strata, self.n, strict=True))
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def _allocate(
@@ -649,7 +651,7 @@ class SampleSize:
     power: float
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def _mcnemar_power_table(n_max: int, p10: float, p01: float, alpha: float) -> FloatArray:
@@ -759,7 +761,7 @@ class IccResult:
     n_eff: float = field(default=float("nan"))
 
     def to_dict(self) -> dict[str, Any]:
-        return _as_result_dict(self)
+        return as_result_dict(self)
 
 
 def icc(rates: ArrayLike, m: ArrayLike) -> IccResult:
@@ -781,17 +783,3 @@ def icc(rates: ArrayLike, m: ArrayLike) -> IccResult:
     var_mean = (s2t + s2w / m_bar) / n
     n_eff = design_effect_n(n * m_bar, m_bar, icc_value)
     return IccResult(float(p.mean()), s2t, s2w, icc_value, var_mean, n, m_bar, n_eff)
-
-
-# Retention estimators live in analysis.retention; they are re-exported lazily (retention imports
-# this module, so an eager import here would be circular).
-_RETENTION_NAMES = ("RatioEstimate", "RetentionResult", "ratio_of_means", "retention_from_table")
-__all__ += [*_RETENTION_NAMES, "sign_flip_test"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RETENTION_NAMES:
-        from analysis import retention
-
-        return getattr(retention, name)
-    raise AttributeError(f"module 'analysis.stats' has no attribute {name!r}")

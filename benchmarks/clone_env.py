@@ -32,7 +32,8 @@ if str(ROOT) not in sys.path:
 
 from clones.base import clone_names, get_clone  # noqa: E402
 from clones.server import CloneServer  # noqa: E402
-from devices.clone_device import BrowserPool, CloneTarget, descendant_pids  # noqa: E402
+from devices.clone_browser import BrowserPool, descendant_pids  # noqa: E402
+from devices.clone_target import CloneTarget  # noqa: E402
 from realbench.actions import Click  # noqa: E402
 from realbench.golden import to_normalised  # noqa: E402
 from realbench.hierarchy import Hierarchy, Selector  # noqa: E402

@@ -147,7 +147,7 @@ def runner_episode(target: Any, instance: TaskInstance, steps: int) -> float:
 def measure(*, rounds: int = 7, steps: int = 5, episodes: int = 12) -> dict[str, Any]:
     import uiautomator2 as u2
 
-    from devices.farm.targets import targets_from_rig
+    from devices.farm.rig_targets import targets_from_rig
     from devices.phone import PhoneDevice
     from devices.phone_target import PhoneTarget
     from devices.rig import parse_rig

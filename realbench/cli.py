@@ -147,7 +147,7 @@ def run_cmd(
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Run a task pack on a target with an agent; writes DIR/summary.json. Re-running resumes."""
-    from devices.targets import run_pack
+    from devices.pack_run import run_pack
 
     summary = run_pack(
         pack_path=pack,
@@ -366,7 +366,7 @@ def devices_cmd(
     """The rig's phones: serial, model, health, app versions, leased / quarantined, flake rate."""
     import json
 
-    from devices.farm.commands import device_rows, render_table
+    from devices.farm.device_table import device_rows, render_table
     from devices.rig import load_rig
 
     loaded = load_rig(rig)
@@ -418,12 +418,12 @@ def select_cmd(
     """Stratify tasks by clone outcomes, screen reproducibility, allocate the device budget."""
     from contextlib import ExitStack
 
-    from analysis.commands import select_command
+    from analysis.analysis_commands import select_command
 
     with ExitStack() as stack:
         chosen: object = replayer
         if replay_pack is not None:
-            from devices.replay import CloneReplayer
+            from devices.clone_replayer import CloneReplayer
 
             chosen = stack.enter_context(CloneReplayer(replay_pack))
         select_command(
@@ -458,7 +458,7 @@ def audit_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections."""
-    from analysis.commands import audit_command
+    from analysis.analysis_commands import audit_command
 
     inputs = [table] if table is not None else list(runs or [])
     audit_command(inputs, sampled_by_verdict=sampled_by_verdict, seed=seed, as_json=as_json, console=console)
@@ -494,7 +494,7 @@ def retention_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Gain retention R = mean device gain / mean clone gain with Fieller, delta and BCa intervals."""
-    from analysis.commands import retention_command
+    from analysis.analysis_commands import retention_command
 
     retention_command(
         table=table,
@@ -530,7 +530,7 @@ def report_cmd(
     seed: Annotated[int, typer.Option("--seed")] = 0,
 ) -> None:
     """Write one self-contained HTML report with plots and a side-by-side clone/real replay viewer."""
-    from analysis.commands import report_command
+    from analysis.analysis_commands import report_command
 
     report_command(
         runs,
@@ -581,7 +581,7 @@ def judge_cmd(
     """Judge a run's episodes: deterministic checks first, then each VLM judge; verdicts go into the store."""
     import json
 
-    from realbench.judge.commands import judge_run
+    from realbench.judge.judge_run import judge_run
 
     summary = judge_run(
         rundir,
@@ -704,7 +704,7 @@ def demo_cmd(
 ) -> None:
     """The whole clone-vs-phone study on the embedded defaults: synthetic policies, virtual phones
     (unless the rig has phones), selection, judging, retention and the HTML report."""
-    from analysis.study import Study, StudyConfig
+    from realbench.study import Study, StudyConfig
 
     config = StudyConfig(
         out=out,

@@ -153,7 +153,7 @@ def _toy_pack() -> TaskPack:
 @pytest.fixture(scope="module")
 def clone_env():
     from clones.server import CloneServer
-    from devices.clone_device import BrowserPool
+    from devices.clone_browser import BrowserPool
     from tests.toyclone import toys_registered
 
     with toys_registered(), CloneServer() as clone_server, BrowserPool() as pool:
@@ -163,7 +163,7 @@ def clone_env():
 @pytest.mark.browser
 @pytest.mark.parametrize("fmt", ["qwen-mobile", "ui-tars"])
 def test_episode_on_a_headless_clone(fmt, clone_env):
-    from devices.clone_device import CloneTarget
+    from devices.clone_target import CloneTarget
 
     clone_server, pool = clone_env
     pack = _toy_pack()

@@ -23,7 +23,7 @@ PACK = load_pack(Path(__file__).resolve().parents[1] / "taskpacks" / "bank")
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[Any]:
-    from devices.targets import clone_targets
+    from devices.pack_run import clone_targets
 
     # scale 1 (412x915 px screenshots): the plans use selectors, so pixels only cost time here
     with clone_targets(PACK, workers=1, scale=1.0) as targets:

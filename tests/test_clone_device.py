@@ -18,7 +18,9 @@ import pytest
 
 from clones.base import get_clone
 from clones.server import CloneServer
-from devices.clone_device import BrowserPool, CloneDevice, CloneTarget, Emulation, Isolation, descendant_pids
+from devices.clone_browser import BrowserPool, Emulation, Isolation, descendant_pids
+from devices.clone_device import CloneDevice
+from devices.clone_target import CloneTarget
 from realbench.actions import Click, DoubleClick, Key, KeyPress, LongPress, OpenApp, Swipe, Type, Wait
 from realbench.device import Device, DeviceKind, Target, TargetKind
 from realbench.errors import BrowserMissingError, DeviceError, DeviceLost

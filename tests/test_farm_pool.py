@@ -16,7 +16,7 @@ import pytest
 
 from devices.farm.health import CheckStatus, HealthPolicy, check_phone
 from devices.farm.pool import LeaseTimeout, PhonePool, lease_holder_pid
-from devices.farm.targets import farm_pool, targets_from_rig
+from devices.farm.rig_targets import farm_pool, targets_from_rig
 from devices.phone import PhoneDevice, RetryPolicy, is_black
 from devices.profile import load_profile, profile_names
 from devices.rig import PhoneSpec, Rig, load_rig, parse_rig
@@ -349,7 +349,7 @@ def test_farm_pool_starts_and_stops_virtual_phones() -> None:
 def test_devices_command_lists_health_versions_and_leases(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from devices.farm.commands import device_rows, render_table
+    from devices.farm.device_table import device_rows, render_table
 
     rig = static_rig(
         1, apps=[{"package": TICKET, "version": "5.8.0.8"}, {"package": BANK, "version": "0.0.1"}]

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from devices.farm.ray_scheduler import VirtualPhonesOnNode, phone_resource, ray_executor
+from devices.farm.rig_targets import targets_from_rig
 from devices.farm.synthetic import synthetic_pack
-from devices.farm.targets import targets_from_rig
 from devices.rig import parse_rig
 from realbench.golden import GoldenAgent
 from realbench.runner import LocalRunner, plan_episodes

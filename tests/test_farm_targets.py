@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from devices.farm.targets import targets_from_rig
+from devices.farm.rig_targets import targets_from_rig
 from devices.rig import PhoneSpec, parse_rig
 from devices.virtual import VirtualPhoneHost
 from realbench.episode import run_episode

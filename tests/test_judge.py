@@ -12,7 +12,7 @@ from realbench.agents.client import ChatEndpoint
 from realbench.agents.fake_server import FAKE_MODEL, FakeModelServer, Reply, RequestRules
 from realbench.errors import ConfigError
 from realbench.judge import JudgeCache, VLMJudge, VLMJudgeConfig, deterministic_verdict, judge_trajectory
-from realbench.judge.commands import judge_run, parse_judge_spec
+from realbench.judge.judge_run import judge_run, parse_judge_spec
 from realbench.judge.vlm import ImageSampling, parse_reply, pick_images
 from realbench.outcome import EndReason, Outcome, VerdictSource
 from realbench.taskpack import parse_pack

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.study import Study, StudyConfig
 from realbench.outcome import VerdictSource
 from realbench.store import RunStore
+from realbench.study import Study, StudyConfig
 from realbench.taskpack import load_pack
 
 pytestmark = [pytest.mark.browser, pytest.mark.farm, pytest.mark.slow]

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def target():
     from clones.server import CloneServer
-    from devices.clone_device import BrowserPool, CloneTarget
+    from devices.clone_browser import BrowserPool
+    from devices.clone_target import CloneTarget
 
     with CloneServer() as server, BrowserPool() as pool:
         t = CloneTarget(PACK, server.url, browser=pool, scale=1.0)

@@ -9,11 +9,32 @@ from typing import Any, ClassVar
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from clones.bank import (  # noqa: F401  (importing a section registers its handlers)
+    account_handlers,
+    bill_handlers,
+    branch_handlers,
+    credit_handlers,
+    fx_handlers,
+    history_handlers,
+    nav_handlers,
+    payee_handlers,
+    settings_handlers,
+    transfer_handlers,
+    wealth_handlers,
+)
 from clones.bank import orders as od
 from clones.bank import queries as q
-from clones.bank.handlers import HANDLERS, INSTALLMENT_FEE_BP, bill_due_fen
+from clones.bank.handler_kit import HANDLERS
 from clones.bank.money import masked_card, yuan
-from clones.bank.world import BILL_KIND_NAMES, CUSTOMER_LEVEL_NAMES, CUSTOMER_LEVELS, RISK_NAMES, generate
+from clones.bank.orders import bill_due_fen
+from clones.bank.world import (
+    BILL_KIND_NAMES,
+    CUSTOMER_LEVEL_NAMES,
+    CUSTOMER_LEVELS,
+    INSTALLMENT_FEE_BP,
+    RISK_NAMES,
+    generate,
+)
 from clones.base import Clone, State, clock_of, deep_merge, new_state
 from realbench.taskpack import CloneSetup
 

@@ -207,3 +207,17 @@ def new_orders(before: State, after: State, kind: str) -> list[dict[str, Any]]:
 
 def parse_day(text: str) -> date:
     return datetime.fromisoformat(text).date()
+
+
+def bill_due_fen(state: State, kind: str, account_no: str) -> int | None:
+    acc = next(
+        (a for a in state["world"]["billers"][kind]["accounts"] if a["account_no"] == account_no), None
+    )
+    if acc is None:
+        return None
+    paid = sum(
+        b["amount_fen"]
+        for b in state["user"]["bill_payments"]
+        if b["bill_kind"] == kind and b["account_no"] == account_no and b["status"] in LIVE
+    )
+    return max(0, acc["due_fen"] - paid)

@@ -14,8 +14,9 @@ from typing import Any
 
 from clones.bank import orders as od
 from clones.bank import queries as q
-from clones.bank.handlers import bill_due_fen, risk_level_for
 from clones.bank.money import parse_yuan
+from clones.bank.orders import bill_due_fen
+from clones.bank.world import risk_level_for
 from clones.base import SideEffectCheck, State, Verifier, clock_of
 from realbench.answers import match_answer
 from realbench.outcome import Verdict

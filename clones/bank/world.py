@@ -562,3 +562,13 @@ def _credit(rng: np.random.Generator, today: date) -> dict[str, Any]:
         "repaid_fen": 0,
         "txns": txns,
     }
+
+
+INSTALLMENT_FEE_BP = {3: 195, 6: 360, 12: 720, 24: 1440}  # total fee, 0.01% units of the principal
+
+
+def risk_level_for(answers: dict[str, int]) -> str:
+    score = sum(answers.values())  # each answer 0-3, five questions: 0-15
+    return (
+        "C1" if score <= 2 else "C2" if score <= 5 else "C3" if score <= 8 else "C4" if score <= 11 else "C5"
+    )

@@ -48,7 +48,7 @@ class PhoneWorker:
         self, rig: Rig, spec: PhoneSpec, pack: TaskPack, kind: str, agent_factory: Callable[[], Agent]
     ) -> None:
         from devices.farm.pool import PhonePool
-        from devices.farm.targets import FarmTarget
+        from devices.farm.rig_targets import FarmTarget
 
         self.pool = PhonePool(rig, [spec])
         self.target = FarmTarget(self.pool, spec.serial, pack, TargetKind(kind))

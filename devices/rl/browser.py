@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devices.clone_device import descendant_pids
+from devices.clone_browser import descendant_pids
 
 
 def chromium_processes(root: int) -> dict[int, str]:

@@ -20,7 +20,8 @@ from pydantic import BaseModel
 
 from clones.base import Clone, State
 from clones.server import Session, render_screen
-from devices.clone_device import CloneDevice, Emulation
+from devices.clone_browser import Emulation
+from devices.clone_device import CloneDevice
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from clones.base import Clone, State, get_clone
 from clones.server import CloneServer, CreateSession, Session, SessionStore
-from devices.clone_device import BrowserPool, Isolation
+from devices.clone_browser import BrowserPool, Isolation
 from devices.rl.browser import chromium_processes, pss_mib
 from devices.rl.config import EnvConfig
 from devices.rl.core import VERDICT_FIELDS, EnvCore

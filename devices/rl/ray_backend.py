@@ -14,7 +14,7 @@ from typing import Any
 
 from devices.rl.config import REPO_ROOT
 from devices.rl.errors import ErrorInfo, WorkerLost
-from devices.rl.workers import WORKER_START_TIMEOUT_S, WORKER_THREADS, _call_host, import_modules
+from devices.rl.workers import WORKER_START_TIMEOUT_S, WORKER_THREADS, call_host, import_modules
 from realbench.errors import ConfigError, RealbenchError, ServerError
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class HostActor:
 
     def call(self, method: str, args: tuple[Any, ...]) -> tuple[bool, Any]:
         try:
-            return True, _call_host(self.host, method, args)
+            return True, call_host(self.host, method, args)
         except RealbenchError as exc:
             return False, ErrorInfo.of(exc)
         except Exception as exc:  # report, never lose the call

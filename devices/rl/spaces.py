@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
-from devices.clone_device import Emulation
+from devices.clone_browser import Emulation
 from devices.rl.config import EnvConfig, ImageMode
 from devices.rl.transitions import EnvObservation
 

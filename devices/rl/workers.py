@@ -48,7 +48,7 @@ class Worker(Protocol):
     def close(self) -> None: ...
 
 
-def _call_host(host: EnvHost, method: str, args: tuple[Any, ...]) -> Any:
+def call_host(host: EnvHost, method: str, args: tuple[Any, ...]) -> Any:
     if method not in HOST_METHODS:
         raise ConfigError(f"unknown worker call {method!r}", hint=f"known: {', '.join(sorted(HOST_METHODS))}")
     return getattr(host, method)(*args)
@@ -83,7 +83,7 @@ class InlineWorker:
             future: Future[Any] = Future()
             future.set_exception(WorkerLost(f"worker {self.name} is closed"))
             return future
-        return self._threads.submit(_call_host, self.host, method, args)
+        return self._threads.submit(call_host, self.host, method, args)
 
     def close(self) -> None:
         if not self._closed:
@@ -118,7 +118,7 @@ def _worker_main(conn: Connection, imports: tuple[str, ...], log_level: int) -> 
 
     def run(req_id: int, method: str, args: tuple[Any, ...]) -> None:
         try:
-            reply: tuple[Any, ...] = (req_id, True, _call_host(host, method, args))
+            reply: tuple[Any, ...] = (req_id, True, call_host(host, method, args))
         except RealbenchError as exc:
             reply = (req_id, False, ErrorInfo.of(exc))
         except Exception as exc:  # report, never hang the caller

@@ -27,7 +27,8 @@ from devices.virtual.uitree import window_elements
 from realbench.errors import DeviceError
 
 if TYPE_CHECKING:
-    from devices.clone_device import BrowserPool, CloneDevice
+    from devices.clone_browser import BrowserPool
+    from devices.clone_device import CloneDevice
     from devices.virtual.phone import VirtualPhone
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def css_width_for(width: int, height: int) -> int:
 
 def clone_screens_available() -> str | None:
     """None when clone screens can run here, else why not."""
-    from devices.clone_device import DEFAULT_CHROMIUM
+    from devices.clone_browser import DEFAULT_CHROMIUM
 
     if not Path(DEFAULT_CHROMIUM).exists():
         return f"Chromium is not installed at {DEFAULT_CHROMIUM}"
@@ -72,7 +73,7 @@ class CloneBackend:
     def __init__(self) -> None:
         import clones.registry  # noqa: F401
         from clones.server import CloneServer
-        from devices.clone_device import BrowserPool
+        from devices.clone_browser import BrowserPool
 
         self.server = CloneServer().start()
         self.pool: BrowserPool = BrowserPool().start()
@@ -99,7 +100,7 @@ class CloneAppScreen:
     """One app of the phone: a page showing a clone-server session, in phone pixels."""
 
     def __init__(self, package: str, clone_name: str, drift: Any, width: int, height: int) -> None:
-        from devices.clone_device import Emulation
+        from devices.clone_browser import Emulation
 
         self.package = package
         self.clone_name = clone_name

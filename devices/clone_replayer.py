@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from realbench.episode import run_episode
-from realbench.replay import ReplayAgent
+from realbench.replay_agent import ReplayAgent
 from realbench.taskpack import TaskPack, load_pack
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,8 @@ class CloneReplayer:
             if self._stack is not None:
                 return
             from clones.server import CloneServer
-            from devices.clone_device import CloneTarget, launch_browser
+            from devices.clone_browser import launch_browser
+            from devices.clone_target import CloneTarget
 
             stack = ExitStack()
             server = stack.enter_context(CloneServer())

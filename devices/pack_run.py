@@ -69,7 +69,8 @@ def clone_targets(
 ) -> Iterator[list[Target]]:
     """`workers` headless clone environments sharing one browser and one clone server."""
     from clones.server import CloneServer
-    from devices.clone_device import CloneTarget, launch_browser
+    from devices.clone_browser import launch_browser
+    from devices.clone_target import CloneTarget
 
     with ExitStack() as stack:
         url = server_url or stack.enter_context(CloneServer()).url

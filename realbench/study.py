@@ -136,7 +136,7 @@ class Study:
     def _run(
         self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None
     ) -> dict[str, Any]:
-        from devices.targets import run_pack
+        from devices.pack_run import run_pack
 
         summary = run_pack(
             pack_path=self.cfg.pack,
@@ -170,8 +170,8 @@ class Study:
         return ", ".join(notes)
 
     def select(self) -> str:
-        from analysis.commands import select_command
-        from devices.replay import CloneReplayer
+        from analysis.analysis_commands import select_command
+        from devices.clone_replayer import CloneReplayer
 
         with CloneReplayer(self.cfg.pack) as replayer:
             result = select_command(
@@ -210,7 +210,7 @@ class Study:
         """Deterministic checks (and VLM judges when endpoints are configured) over the phone runs;
         with none configured, a labelled synthetic judge of known error rates judges both sides, so
         the audit and the judge-based estimates (R_JJ) have something to measure."""
-        from realbench.judge.commands import judge_run
+        from realbench.judge.judge_run import judge_run
         from realbench.judge.synthetic import SyntheticJudge
 
         summary = judge_run(self.real_store, self.cfg.judges, pack_path=self.cfg.pack)
@@ -225,7 +225,7 @@ class Study:
         return "; ".join(notes)
 
     def analyse(self) -> str:
-        from analysis.commands import retention_command
+        from analysis.analysis_commands import retention_command
         from realbench.errors import AnalysisError
 
         try:
@@ -252,7 +252,7 @@ class Study:
         return f"R = {r:.2f}" if isinstance(r, float) else "retention not estimable"
 
     def report(self) -> str:
-        from analysis.commands import report_command
+        from analysis.analysis_commands import report_command
 
         self.report_path = report_command(
             [self.clone_store, self.real_store],

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.farm.pool import LEASE_DIR, PhonePool, lease_holder_pid, persisted_status
-from devices.farm.targets import farm_pool
+from devices.farm.rig_targets import farm_pool
 from devices.rig import Rig, load_rig
 from realbench.errors import DeviceError
 

@@ -1,0 +1,315 @@
+"""Headless Chromium for clone environments, driven from a private event-loop thread.
+
+`BrowserPool` — one Chromium per process, so any thread (runner workers, RL environments) may use
+it; one page with its own BrowserContext per environment. `Emulation` is the phone screen a page
+emulates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from realbench.errors import BrowserMissingError, DeviceError, DeviceLost
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DEFAULT_CHROMIUM = os.environ.get("REALBENCH_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--mute-audio",
+    "--hide-scrollbars",
+)
+CALL_TIMEOUT_S = 30.0
+
+
+class Emulation(BaseModel):
+    """The emulated phone screen: CSS viewport and device scale factor (pixels per CSS px)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    width: int = Field(default=412, ge=100, le=2000)
+    height: int = Field(default=915, ge=100, le=4000)
+    scale: float = Field(default=2.625, gt=0.2, le=5.0)
+
+    @classmethod
+    def for_short_side(cls, pixels: int, width: int = 412, height: int = 915) -> Emulation:
+        """Screenshots whose short side is `pixels` (a model's own resolution, e.g. 448)."""
+        return cls(width=width, height=height, scale=pixels / min(width, height))
+
+    @property
+    def pixel_size(self) -> tuple[int, int]:
+        """Screenshot size in pixels (how Chromium rounds the scaled viewport)."""
+        return (round(self.width * self.scale + 0.4999), round(self.height * self.scale + 0.4999))
+
+
+def playwright_error_types() -> tuple[type[BaseException], ...]:
+    from playwright.async_api import Error as PlaywrightError
+
+    return (PlaywrightError,)
+
+
+def device_error(exc: BaseException, what: str) -> DeviceError:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    lost_markers = ("crash", "closed", "disconnected", "Target page", "Browser has been", "Connection closed")
+    if any(m.lower() in text.lower() for m in lost_markers):
+        return DeviceLost(
+            f"{what}: the page or browser is gone ({text})", hint="the environment must be recreated"
+        )
+    return DeviceError(f"{what}: {text}", hint="see the log for the browser's message")
+
+
+class Isolation(StrEnum):
+    """How environments share Chromium's renderer processes.
+
+    SHARED: environments with the same emulation are spread over a few shared BrowserContexts, and
+    same-site pages of a context share one renderer process (about 11 MiB per extra environment;
+    a renderer crash takes down the environments of its context, which then recover on setup).
+    CONTEXT: every environment has its own BrowserContext and renderer (about 65 MiB each).
+    """
+
+    SHARED = "shared"
+    CONTEXT = "context"
+
+
+class BrowserPool:
+    """One headless Chromium for this process, on its own event-loop thread.
+
+    Every page operation is a coroutine run on that loop (`call`), so pages can be driven from any
+    thread. Use as a context manager, or `BrowserPool.shared()` for a process-wide one.
+    `renderers` bounds the renderer processes per emulation in SHARED isolation (they run pages in
+    parallel; default: the number of CPU cores, at most 4).
+    """
+
+    _shared: BrowserPool | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(
+        self,
+        executable: str | Path = DEFAULT_CHROMIUM,
+        *,
+        extra_args: tuple[str, ...] = (),
+        isolation: Isolation | str = Isolation.SHARED,
+        renderers: int | None = None,
+    ) -> None:
+        self.executable = Path(executable)
+        self.isolation = Isolation(isolation)
+        self.renderers = max(1, renderers or min(4, os.cpu_count() or 1))
+        shared_args = ("--process-per-site",) if self.isolation is Isolation.SHARED else ()
+        self.args = (*CHROMIUM_ARGS, *shared_args, *extra_args)
+        self._contexts: dict[Emulation, list[Any]] = {}
+        self._next_context = itertools.count()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pw: Any = None
+        self._browser: Any = None
+        self._lock = threading.Lock()
+        self._lost: str | None = None
+        self.generation = 0  # bumped at every launch, so pages know when their browser was replaced
+        self.version = ""
+
+    @classmethod
+    def shared(cls) -> BrowserPool:
+        with cls._shared_lock:
+            if cls._shared is None or not cls._shared.running:
+                cls._shared = cls().start()
+                atexit.register(cls._shared.close)
+            return cls._shared
+
+    @property
+    def running(self) -> bool:
+        return self._browser is not None and self._lost is None
+
+    def start(self) -> BrowserPool:
+        """Launch Chromium; relaunch it if it died (pages of the old one are then `lost`)."""
+        with self._lock:
+            if self._browser is not None and self._lost is None:
+                return self
+            if not self.executable.exists():
+                raise BrowserMissingError(
+                    f"Chromium is not installed at {self.executable}",
+                    hint="install it with `apt-get install chromium` (or run `make setup`), or set REALBENCH_CHROMIUM",
+                )
+            if self._browser is not None:
+                log.warning("relaunching the clone browser (%s)", self._lost)
+                try:
+                    self.call(self._shutdown(), timeout=20)
+                except Exception as exc:  # the old browser is gone already; only its driver remains
+                    log.debug("shutting down the lost browser: %s", exc)
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="clone-browser", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            try:
+                self.call(self._launch(), timeout=60)
+            except BaseException:
+                self._stop_loop()
+                raise
+            self.generation += 1
+            return self
+
+    async def _launch(self) -> None:
+        from playwright.async_api import async_playwright
+
+        self._pw = await async_playwright().start()
+        try:
+            self._browser = await self._pw.chromium.launch(
+                executable_path=str(self.executable), headless=True, args=list(self.args)
+            )
+        except Exception as exc:
+            await self._pw.stop()
+            self._pw = None
+            raise DeviceError(
+                f"Chromium at {self.executable} did not start: {exc}", hint="run it by hand to see why"
+            ) from None
+        self.version = self._browser.version
+        self._lost = None
+        browser = self._browser
+        browser.on("disconnected", lambda _b: self._mark_lost("the browser disconnected", browser))
+        log.info("Chromium %s started", self.version)
+
+    def _mark_lost(self, why: str, browser: Any) -> None:
+        if self._lost is None and browser is self._browser:
+            self._lost = why
+            log.warning("clone browser lost: %s", why)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float = CALL_TIMEOUT_S) -> T:
+        """Run a coroutine on the browser's loop and wait for its result (from any thread)."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            if asyncio.iscoroutine(coro):
+                coro.close()
+            raise DeviceLost("the clone browser is not running", hint="start the BrowserPool first")
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            raise DeviceError(
+                f"the clone browser did not answer within {timeout:.0f} s",
+                hint="the machine may be overloaded",
+            ) from None
+
+    async def _new_context(self, emulation: Emulation) -> Any:
+        if self._lost is not None or self._browser is None:
+            raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
+        return await self._browser.new_context(
+            viewport={"width": emulation.width, "height": emulation.height},
+            screen={"width": emulation.width, "height": emulation.height},
+            device_scale_factor=emulation.scale,
+            is_mobile=True,
+            has_touch=True,
+            locale="zh-CN",
+            timezone_id="Asia/Shanghai",
+        )
+
+    async def new_page(self, emulation: Emulation) -> tuple[Any, Any, bool]:
+        """A page emulating a touch phone: (context, page, whether the caller owns the context)."""
+        if self.isolation is Isolation.CONTEXT:
+            context = await self._new_context(emulation)
+            return context, await context.new_page(), True
+        shards = self._contexts.setdefault(emulation, [])
+        if len(shards) < self.renderers:
+            shards.append(await self._new_context(emulation))
+            context = shards[-1]
+        else:
+            context = shards[next(self._next_context) % len(shards)]
+        return context, await context.new_page(), False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._loop is None:
+                return
+            if self._browser is not None:
+                try:
+                    self.call(self._shutdown(), timeout=20)
+                except Exception as exc:  # closing must not mask the caller's own error
+                    log.warning("closing the clone browser: %s", exc)
+            self._stop_loop()
+
+    async def _shutdown(self) -> None:
+        browser, pw = self._browser, self._pw
+        self._browser = self._pw = None
+        self._contexts.clear()
+        self._lost = "closed"
+        try:
+            if browser is not None:
+                await browser.close()
+        finally:
+            if pw is not None:
+                await pw.stop()
+
+    def _stop_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(10)
+        if loop is not None and not loop.is_running():
+            loop.close()
+
+    def __enter__(self) -> BrowserPool:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@contextmanager
+def launch_browser(
+    executable: str | Path = DEFAULT_CHROMIUM,
+    *,
+    extra_args: tuple[str, ...] = (),
+    isolation: Isolation | str = Isolation.SHARED,
+    renderers: int | None = None,
+) -> Iterator[BrowserPool]:
+    """A started BrowserPool, closed on exit."""
+    pool = BrowserPool(executable, extra_args=extra_args, isolation=isolation, renderers=renderers).start()
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def descendant_pids(root: int) -> list[int]:
+    """Every process below `root` (for measuring the browser's memory)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
