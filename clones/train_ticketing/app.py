@@ -129,12 +129,15 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
 
     # --- handlers ------------------------------------------------------------------------------
 
+    def _back(self, state: State, ev: UIEvent) -> None:
+        back(state)
+
     def _register_handlers(self) -> None:
         h: dict[str, Callable[[State, UIEvent], None]] = {
             # navigation
             "tab": self._tab,
             "go": self._go,
-            "close_dialog": lambda s, e: back(s),
+            "close_dialog": self._back,
             # home
             "open_station_picker": self._open_station_picker,
             "swap_stations": self._swap,
@@ -156,7 +159,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "open_filter": lambda s, e: navigate(s, "train_filter"),
             "filter_toggle": self._filter_toggle,
             "filter_reset": self._filter_reset,
-            "filter_apply": lambda s, e: back(s),
+            "filter_apply": self._back,
             "quick_gd": self._quick_gd,
             "quick_avail": self._quick_avail,
             "open_train": self._open_train,
@@ -170,7 +173,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "waitlist_seat": self._waitlist_seat,
             "toggle_rider": self._toggle_rider,
             "open_passenger_pick": self._open_passenger_pick,
-            "pick_done": lambda s, e: back(s),
+            "pick_done": self._back,
             "remove_rider": self._remove_rider,
             "set_ticket_type": self._set_ticket_type,
             "seat_pos": self._seat_pos,

@@ -7,18 +7,22 @@ from typing import Any
 
 from clones.base import State, UIEvent, back, navigate, replace_route, require
 from clones.train_ticketing import booking
-from clones.train_ticketing.timetable import SEAT_LABELS, available, find_train, leg_for
+from clones.train_ticketing.search_handlers import current_leg_args
+from clones.train_ticketing.timetable import SEAT_LABELS, Leg, available, find_train, leg_for
+
+
+def leg_from_args(state: State, args: dict[str, Any]) -> Leg:
+    """The leg a screen's args name (train, from, to, date); refuses when it no longer runs."""
+    leg = leg_for(state["world"], args["train"], args["from"], args["to"], args["date"])
+    require(leg is not None, "车次信息已失效")
+    assert leg is not None
+    return leg
 
 
 class BookingHandlers:
     """Handlers mixed into `TrainTicketing`; each mutates the state in place or raises CloneError."""
 
     # booking
-
-    def _leg_from_args(self, state: State, args: dict[str, Any]) -> Any:
-        leg = leg_for(state["world"], args["train"], args["from"], args["to"], args["date"])
-        require(leg is not None, "车次信息已失效")
-        return leg
 
     def _open_order_form(self, state: State, train: str, day: str, frm: str, to: str, cls: str) -> None:
         state["ui"]["booking"] = {
@@ -36,7 +40,7 @@ class BookingHandlers:
 
     def _book_seat(self, state: State, ev: UIEvent) -> None:
         args = state["ui"]["args"]
-        leg = self._leg_from_args(state, args)
+        leg = leg_from_args(state, args)
         cls = str(ev.arg)
         require(cls in leg.train["classes"], "该车次没有所选席别")
         require(booking.in_window(state, leg.day), "该日期车票尚未开售")
@@ -49,10 +53,10 @@ class BookingHandlers:
         args = state["ui"]["args"]
         if state["ui"]["route"] == "train_list":
             train_no, _, cls = str(ev.arg).partition("|")
-            args = self._current_leg_args(state, train_no)
+            args = current_leg_args(state, train_no)
         else:
             cls = str(ev.arg)
-        leg = self._leg_from_args(state, args)
+        leg = leg_from_args(state, args)
         require(cls in leg.train["classes"], "该车次没有所选席别")
         require(
             available(state, leg.train, leg.day).get(cls, 0) == 0, f"{SEAT_LABELS[cls]}有余票，请直接购买"
@@ -147,7 +151,7 @@ class BookingHandlers:
 
     def _submit_order(self, state: State, ev: UIEvent) -> None:
         b = self._booking(state)
-        leg = self._leg_from_args(state, b)
+        leg = leg_from_args(state, b)
         riders = [
             (pid, b["types"].get(pid, "adult"), (b["seats"][i] if i < len(b["seats"]) else ""))
             for i, pid in enumerate(b["passengers"])
@@ -182,7 +186,7 @@ class BookingHandlers:
 
     def _submit_waitlist(self, state: State, ev: UIEvent) -> None:
         w = self._wl(state)
-        leg = self._leg_from_args(state, w)
+        leg = leg_from_args(state, w)
         item = booking.create_waitlist(state, leg, w["cls"], list(w["passengers"]), w["deadline"])
         state["ui"]["waitlist"] = None
         state["ui"]["stack"] = [{"route": "home", "args": {}}]

@@ -6,6 +6,7 @@ from typing import Any
 
 from clones.base import State, UIEvent, navigate, replace_route, require
 from clones.train_ticketing import booking, views
+from clones.train_ticketing.booking_handlers import leg_from_args
 from clones.train_ticketing.timetable import SEAT_LABELS, available, leg_for
 from clones.train_ticketing.ui import (
     ORDER_TABS,
@@ -78,6 +79,7 @@ class OrderHandlers:
         order = booking.find_order(state, args["order"])
         leg = next((leg for leg in views.change_legs(state, order, args["date"]) if leg.no == train_no), None)
         require(leg is not None, "车次不存在")
+        assert leg is not None
         require(cls in leg.train["classes"], "该车次没有所选席别")
         require(available(state, leg.train, leg.day).get(cls, 0) > 0, f"{SEAT_LABELS[cls]}已售完")
         navigate(
@@ -123,7 +125,7 @@ class OrderHandlers:
 
     def _confirm_change(self, state: State, ev: UIEvent) -> None:
         args = state["ui"]["args"]
-        leg = self._leg_from_args(state, args)
+        leg = leg_from_args(state, args)
         new = booking.change(state, args["order"], int(args["idx"]), leg, args["cls"], args["source"])
         state["ui"]["stack"] = [{"route": "orders_upcoming", "args": {}}]
         replace_route(state, "change_result", order=new["id"])

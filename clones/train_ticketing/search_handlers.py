@@ -17,6 +17,15 @@ from clones.train_ticketing.ui import (
 )
 
 
+def current_leg_args(state: State, train_no: str) -> dict[str, str]:
+    """The screen args of `train_no` as the train list shows it for the current search."""
+    s = state["ui"]["search"]
+    leg = next((leg for leg in views.list_legs(state, filtered=False) if leg.no == train_no), None)
+    require(leg is not None, "车次不存在")
+    assert leg is not None
+    return {"train": leg.no, "date": s["date"], "from": leg.from_station, "to": leg.to_station}
+
+
 class SearchHandlers:
     """Handlers mixed into `TrainTicketing`; each mutates the state in place or raises CloneError."""
 
@@ -154,15 +163,8 @@ class SearchHandlers:
     def _quick_avail(self, state: State, ev: UIEvent) -> None:
         state["ui"]["list"]["avail_only"] = not state["ui"]["list"]["avail_only"]
 
-    def _current_leg_args(self, state: State, train_no: str) -> dict[str, str]:
-        s = state["ui"]["search"]
-        leg = next((leg for leg in views.list_legs(state, filtered=False) if leg.no == train_no), None)
-        require(leg is not None, "车次不存在")
-        assert leg is not None
-        return {"train": leg.no, "date": s["date"], "from": leg.from_station, "to": leg.to_station}
-
     def _open_train(self, state: State, ev: UIEvent) -> None:
-        navigate(state, "train_seats", **self._current_leg_args(state, str(ev.arg)))
+        navigate(state, "train_seats", **current_leg_args(state, str(ev.arg)))
 
     def _open_stops(self, state: State, ev: UIEvent) -> None:
         train_no, _, day = str(ev.arg).partition("|")

@@ -101,6 +101,8 @@ def _service(
     rows: list[dict[str, Any]] = []
     t = start_min
     origin_km = keep[0][1]
+    arr: int | None
+    dep: int | None
     for i, (name, km) in enumerate(keep):
         if i == 0:
             arr = None

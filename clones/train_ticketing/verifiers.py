@@ -475,7 +475,7 @@ def waitlist_cancelled(before: State, after: State, p: dict[str, Any], answer: s
     if not pending:
         return Verdict.fail("the starting state has no pending waitlist order")
     target = pending[0]
-    now = next((w for w in after["user"]["waitlists"] if w["id"] == target["id"]), {})
+    now: dict[str, Any] = next((w for w in after["user"]["waitlists"] if w["id"] == target["id"]), {})
     side = user_changes(before, after, BENIGN_USER_KEYS | {"waitlists"})
     return graded([("waitlist cancelled", now.get("status") == "cancelled")], side)
 
