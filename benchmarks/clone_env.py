@@ -52,9 +52,6 @@ def pick_clone(requested: str | None) -> str:
             return "train_ticketing"
         except Exception as exc:  # a clone under development must not stop the benchmark
             print(f"train_ticketing is not usable ({exc}); benchmarking the toy clone", file=sys.stderr)
-    from tests.toyclone import register_toys
-
-    register_toys()
     return "toy_shop"
 
 

@@ -37,14 +37,12 @@ BACK = json.dumps({"type": "key", "key": "back"})
 
 
 def pack_and_task(pack: str | None, task: str | None) -> tuple[str, str | None, tuple[str, ...]]:
-    """train_ticketing when its pack is there, else the test suite's toy clone."""
+    """train_ticketing when its pack is there, else the toy clone's pack."""
     if pack:
         return pack, task, ()
     if (REPO / "taskpacks" / "train_ticketing" / "pack.yaml").exists():
         return "train_ticketing", task or "book-earliest-g-second", ()
-    from tests.rl_support import write_pack
-
-    return str(write_pack(REPO / "out" / "bench_toy")), "buy-item", ("tests.toyclone:register_toys",)
+    return str(REPO / "taskpacks" / "toy"), "buy-item", ()
 
 
 def random_actions(rng: np.random.Generator, n: int) -> list[str]:

@@ -20,7 +20,8 @@ Screens are rendered server-side from state as HTML. The HTML conventions every 
 - text is Chinese, as in the real app.
 
 Handlers mutate the state in place. The framework owns the route stack: ``navigate``, ``back``,
-``home``. Verifiers are pure functions ``(before, after, params, answer) -> Verdict``.
+``home``. Verifiers are pure functions ``(before, after, params, answer, answer_spec) -> Verdict``,
+registered with their contracts (`clones.contracts`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
+from clones.contracts import State, VerifierSet
 from realbench.errors import CloneError, UnknownNameError
 from realbench.outcome import Verdict
-from realbench.taskpack import CloneSetup, TaskInstance
+from realbench.taskpack import AnswerSpec, CloneSetup, TaskInstance
 
-State = dict[str, Any]
-Verifier = Callable[[State, State, dict[str, Any], str | None], Verdict]
 SideEffectCheck = Callable[[State, State, dict[str, Any]], list[str]]
 Handler = Callable[[State, "UIEvent"], None]
 
@@ -140,16 +142,20 @@ def back(state: State) -> bool:
 
 
 class Clone(ABC):
-    """A clone app. Subclasses register handlers, verifiers and side-effect checks by name."""
+    """A clone app. Subclasses register handlers, verifiers (with their contracts) and side-effect
+    checks by name."""
 
     name: ClassVar[str]
     package: ClassVar[str]
     title: ClassVar[str]
     home_route: ClassVar[str] = "home"
+    # The model of `setup.data` the clone understands (scenario names, data seeds); check-pack
+    # refuses anything else. None: the clone reads no setup data.
+    setup_data: ClassVar[type[BaseModel] | None] = None
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}
-        self.verifiers: dict[str, Verifier] = {}
+        self.verifiers = VerifierSet()
         self.side_effect_checks: dict[str, SideEffectCheck] = {}
 
     @abstractmethod
@@ -188,12 +194,19 @@ class Clone(ABC):
         handler(state, event)
 
     def verify(
-        self, name: str, before: State, after: State, params: dict[str, Any], answer: str | None
+        self,
+        name: str,
+        before: State,
+        after: State,
+        params: dict[str, Any],
+        answer: str | None,
+        spec: AnswerSpec | None = None,
     ) -> Verdict:
-        fn = self.verifiers.get(name)
-        if fn is None:
+        """`spec` is the task's answer spec (what an answer-reading verifier grades against)."""
+        contract = self.verifiers.get(name)
+        if contract is None:
             raise UnknownNameError("verifier", name, list(self.verifiers))
-        verdict = fn(before, after, params, answer)
+        verdict = contract(before, after, params, answer, spec if spec is not None else AnswerSpec())
         return verdict.model_copy(update={"name": name})
 
     def verify_instance(
@@ -203,7 +216,7 @@ class Clone(ABC):
         fails the task, on every target alike."""
         side = instance.task.clone
         args = instance.verifier_args
-        verdict = self.verify(side.verifier.name, before, after, args, answer)
+        verdict = self.verify(side.verifier.name, before, after, args, answer, instance.task.answer)
         found = (
             self.side_effects(side.side_effect_checks, before, after, args) if side.side_effect_checks else []
         )
@@ -231,6 +244,12 @@ _INSTANCES: dict[str, Clone] = {}
 
 def register(factory: Callable[[], Clone], name: str) -> None:
     _REGISTRY[name] = factory
+
+
+def unregister(name: str) -> None:
+    """Forget a registered clone (and its shared instance); unknown names are ignored."""
+    _REGISTRY.pop(name, None)
+    _INSTANCES.pop(name, None)
 
 
 def get_clone(name: str) -> Clone:

@@ -7,7 +7,7 @@ import logging
 
 log = logging.getLogger(__name__)
 
-BUILTIN = ("clones.train_ticketing", "clones.bank")
+BUILTIN = ("clones.train_ticketing", "clones.bank", "clones.toy")
 
 for _module in BUILTIN:
     try:

@@ -9,7 +9,7 @@ weights along group-relative advantages. It shows how a trainer wires `CloneVect
 any model.
 
     .venv/bin/python examples/rl_loop.py                       # train_ticketing, a booking task
-    .venv/bin/python examples/rl_loop.py --toy --updates 5     # the tiny toy clone of the tests
+    .venv/bin/python examples/rl_loop.py --toy --updates 5     # the tiny toy clone (clones/toy)
 """
 
 from __future__ import annotations
@@ -43,11 +43,7 @@ def candidates(hierarchy: str) -> list[Node]:
     nodes = [
         n
         for n in tree.nodes
-        if n.clickable
-        and n.enabled
-        and not n.bounds.empty
-        and screen.contains(*n.bounds.center)
-        and n.short_id != "boom"  # the toy clone's deliberately broken button (for fault tests)
+        if n.clickable and n.enabled and not n.bounds.empty and screen.contains(*n.bounds.center)
     ]
     return nodes[:MAX_CANDIDATES]
 
@@ -125,7 +121,7 @@ def main() -> None:
     )
     parser.add_argument("--pack", default="train_ticketing")
     parser.add_argument("--task", default="book-earliest-g-second")
-    parser.add_argument("--toy", action="store_true", help="the toy clone of the test suite (a 3-tap task)")
+    parser.add_argument("--toy", action="store_true", help="the toy clone (clones/toy, a 3-tap task)")
     parser.add_argument("--group", type=int, default=4, help="rollouts per group (= environments)")
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--updates", type=int, default=3)
@@ -138,11 +134,7 @@ def main() -> None:
     imports: tuple[str, ...] = ()
     pack, task = args.pack, args.task
     if args.toy:
-        sys.path.insert(0, str(REPO))
-        from tests.rl_support import write_pack
-
-        pack, task = str(write_pack(REPO / "out" / "rl_loop_toy")), "buy-item"
-        imports = ("tests.toyclone:register_toys",)
+        pack, task = str(REPO / "taskpacks" / "toy"), "buy-item"
     rng = np.random.default_rng(args.seed)
     policy = LinearPolicy(rng)
     print("DEMONSTRATION with a synthetic linear policy; the numbers are not a result.")

@@ -50,30 +50,20 @@ def check_pack_cmd(
     paths: Annotated[list[Path], typer.Argument(help="pack.yaml files or folders under taskpacks/")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Validate task packs: schema, registered clone/verifier names and commit-boundary safety rules."""
+    """Validate task packs: schema, registered clone/verifier names, verifier arguments and answers
+    against the verifiers' contracts, setup data, and commit-boundary safety rules."""
     import json
 
-    from clones.base import clone_names, get_clone
+    from clones.contracts import pack_checks
     from realbench.errors import PackError
     from realbench.taskpack import check_pack, load_pack
-
-    def has_verifier(clone: str, name: str) -> bool:
-        return name in get_clone(clone).verifiers
-
-    def has_check(clone: str, name: str) -> bool:
-        return name in get_clone(clone).side_effect_checks
 
     report: dict[str, object] = {}
     bad = False
     for path in paths:
         try:
             pack = load_pack(path)
-            problems = check_pack(
-                pack,
-                has_clone=lambda n: n in clone_names(),
-                has_verifier=has_verifier,
-                has_side_effect_check=has_check,
-            )
+            problems = check_pack(pack, **pack_checks())
             if problems:
                 raise PackError(pack.path or str(path), problems)
         except PackError as exc:

@@ -479,6 +479,7 @@ def load_pack(path: str | Path) -> TaskPack:
 
 
 VerifierLookup = Callable[[str, str], bool]
+TaskCheck = Callable[["TaskPack", "Task"], list[PackProblem]]
 
 
 def check_pack(
@@ -487,16 +488,19 @@ def check_pack(
     has_clone: Callable[[str], bool] | None = None,
     has_verifier: VerifierLookup | None = None,
     has_side_effect_check: VerifierLookup | None = None,
+    check_task: TaskCheck | None = None,
 ) -> list[PackProblem]:
     """Cross-field checks that need more than the schema: registered names and safety rules.
 
-    `has_clone(name)` and `has_verifier(clone, name)` come from the clone registry (the CLI wires
-    them); without them only the pack-internal rules run.
+    `has_clone(name)` and `has_verifier(clone, name)` come from the clone registry, `check_task`
+    from the clone's verifier contracts (the CLI wires them, see `clones.contracts.pack_checks`);
+    without them only the pack-internal rules run.
     """
     problems: list[PackProblem] = []
     if has_clone is not None and not has_clone(pack.clone):
         problems.append(PackProblem(None, "clone", f"no clone named {pack.clone!r} is registered"))
         has_verifier = None
+        check_task = None
     forbidden = pack.real_app.forbidden
     for task in pack.tasks:
         if has_verifier is not None and not has_verifier(pack.clone, task.clone.verifier.name):
@@ -517,6 +521,8 @@ def check_pack(
                             f"clone {pack.clone!r} has no side-effect check {name!r}",
                         )
                     )
+        if check_task is not None:
+            problems += check_task(pack, task)
         problems += _boundary_problems(pack, task, forbidden)
     return problems
 

@@ -1,4 +1,4 @@
-"""A toy task pack for the RL environment tests (on the toy clone, tests/toyclone.py)."""
+"""A toy task pack for the RL environment tests (on the toy clone, clones/toy)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import yaml
 
+from clones.toy import TOY
 from realbench.golden import GoldenAgent
 from realbench.observation import Observation, Screenshot
 from realbench.taskpack import parse_pack
-from tests.toyclone import TOY
 
 TOY_PACK = {
     "app": "toy",

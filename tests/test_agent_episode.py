@@ -109,7 +109,7 @@ def test_garbage_model_ends_the_episode_as_format_error():
 
 
 def _toy_pack() -> TaskPack:
-    from tests.toyclone import TOY
+    from clones.toy import TOY
 
     return parse_pack(
         {
@@ -154,9 +154,8 @@ def _toy_pack() -> TaskPack:
 def clone_env():
     from clones.server import CloneServer
     from devices.clone_browser import BrowserPool
-    from tests.toyclone import toys_registered
 
-    with toys_registered(), CloneServer() as clone_server, BrowserPool() as pool:
+    with CloneServer() as clone_server, BrowserPool() as pool:
         yield clone_server, pool
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from clones.base import get_clone
-from clones.server import CloneServer
+from clones.toy import TOY
 from devices.clone_browser import BrowserPool, Emulation, Isolation, descendant_pids
 from devices.clone_device import CloneDevice
 from devices.clone_target import CloneTarget
@@ -28,14 +28,6 @@ from realbench.golden import to_normalised
 from realbench.hierarchy import Hierarchy, Node, Selector
 from realbench.observation import ImageFormat
 from realbench.taskpack import parse_pack
-from tests.toyclone import TOY, toys_registered
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _toy_clones():
-    with toys_registered():
-        yield
-
 
 PACK = parse_pack(
     {
@@ -77,33 +69,23 @@ def test_missing_chromium_is_a_clear_error(tmp_path):
     assert "apt-get install chromium" in (info.value.hint or "")
 
 
-@pytest.fixture(scope="module")
-def server():
-    with CloneServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with BrowserPool() as p:
-        yield p
-
-
 @pytest.fixture
-def device(server, pool):
-    dev = CloneDevice(pool, server.url, get_clone(TOY))
+def device(clone_server, browser_pool):
+    dev = CloneDevice(browser_pool, clone_server.url, get_clone(TOY))
     yield dev
     dev.close()
 
 
-def open_session(server, device: CloneDevice, **setup) -> str:
-    sid = httpx.post(f"{server.url}/api/sessions", json={"clone": TOY, "setup": setup}).json()["session"]
+def open_session(clone_server, device: CloneDevice, **setup) -> str:
+    sid = httpx.post(f"{clone_server.url}/api/sessions", json={"clone": TOY, "setup": setup}).json()[
+        "session"
+    ]
     device.open(sid)
     return sid
 
 
-def state(server, sid: str) -> dict:
-    return httpx.get(f"{server.url}/api/sessions/{sid}/state").json()
+def state(clone_server, sid: str) -> dict:
+    return httpx.get(f"{clone_server.url}/api/sessions/{sid}/state").json()
 
 
 def tap_node(device: CloneDevice, node: Node) -> None:
@@ -119,8 +101,8 @@ def find(device: CloneDevice, **selector) -> Node:
 
 
 @pytest.mark.browser
-def test_observation_and_hierarchy_shape(server, device):
-    open_session(server, device)
+def test_observation_and_hierarchy_shape(clone_server, device):
+    open_session(clone_server, device)
     obs = device.observe()
     assert isinstance(device, Device) and device.kind is DeviceKind.HEADLESS_CLONE
     assert obs.app == "com.example.toyshop"
@@ -147,8 +129,8 @@ def test_observation_and_hierarchy_shape(server, device):
 
 
 @pytest.mark.browser
-def test_offscreen_rows_are_omitted_and_bounds_clipped(server, device):
-    open_session(server, device, route="list")
+def test_offscreen_rows_are_omitted_and_bounds_clipped(clone_server, device):
+    open_session(clone_server, device, route="list")
     tree = Hierarchy(device.observe().hierarchy)
     scroll = tree.find_one(Selector(resource_id="item_list"))
     assert scroll is not None and scroll.class_name == "android.widget.ScrollView"
@@ -163,8 +145,8 @@ def test_offscreen_rows_are_omitted_and_bounds_clipped(server, device):
 
 
 @pytest.mark.browser
-def test_tap_on_node_centre_hits_that_node(server, device):
-    sid = open_session(server, device, route="list")
+def test_tap_on_node_centre_hits_that_node(clone_server, device):
+    sid = open_session(clone_server, device, route="list")
     tree = Hierarchy(device.observe().hierarchy)
     for node in tree.nodes:
         if node.clickable and not any(c.clickable for c in node.descendants()):
@@ -174,22 +156,22 @@ def test_tap_on_node_centre_hits_that_node(server, device):
     row = tree.target_at(*label.bounds.center)
     assert row is not None and row.short_id == "item_3"
     tap_node(device, label)
-    st = state(server, sid)
+    st = state(clone_server, sid)
     assert st["ui"]["route"] == "item" and st["ui"]["args"] == {"item": 3}
 
 
 @pytest.mark.browser
-def test_typing_enter_and_form_sync(server, device):
-    sid = open_session(server, device)
+def test_typing_enter_and_form_sync(clone_server, device):
+    sid = open_session(clone_server, device)
     tap_node(device, find(device, resource_id="query"))
     device.act(Type(text="积木"))
-    assert state(server, sid)["ui"]["form"]["query"] == "积木"
+    assert state(clone_server, sid)["ui"]["form"]["query"] == "积木"
     node = find(device, resource_id="query")
     assert node.text == "积木" and node.focused  # the re-rendered field keeps the focus
     device.act(Type(text="车"))
-    assert state(server, sid)["ui"]["form"]["query"] == "积木车"
+    assert state(clone_server, sid)["ui"]["form"]["query"] == "积木车"
     device.act(KeyPress(key=Key.ENTER))
-    assert state(server, sid)["user"]["searches"] == ["积木车"]
+    assert state(clone_server, sid)["user"]["searches"] == ["积木车"]
     # a field's change event alone (e.g. a picker setting it) also reaches the server's drafts
     device._run(
         device._page_eval(
@@ -199,12 +181,12 @@ def test_typing_enter_and_form_sync(server, device):
         "change",
     )
     device.settle()
-    assert state(server, sid)["ui"]["form"]["query"] == "拼图"
+    assert state(clone_server, sid)["ui"]["form"]["query"] == "拼图"
 
 
 @pytest.mark.browser
-def test_swipe_scrolls_and_rerender_keeps_scroll(server, device):
-    sid = open_session(server, device, route="list")
+def test_swipe_scrolls_and_rerender_keeps_scroll(clone_server, device):
+    sid = open_session(clone_server, device, route="list")
     top_before = find(device, text_regex="^商品\\d\\d$").text
     device.act(Swipe(x=500, y=800, x2=500, y2=300))
     tree = Hierarchy(device.observe().hierarchy)
@@ -215,7 +197,7 @@ def test_swipe_scrolls_and_rerender_keeps_scroll(server, device):
     w, h = device.size()
     x, y = to_normalised(*row.bounds.center, w, h)
     device.act(LongPress(x=x, y=y, duration_ms=700))
-    st = state(server, sid)
+    st = state(clone_server, sid)
     assert st["user"]["favs"] == [int(row.text[2:])] and st["ui"]["route"] == "list"
     after = Hierarchy(device.observe().hierarchy).find_one(Selector(text_regex="^商品\\d\\d$"))
     assert after is not None and after.text == first.text
@@ -224,19 +206,19 @@ def test_swipe_scrolls_and_rerender_keeps_scroll(server, device):
 
 
 @pytest.mark.browser
-def test_back_home_open_app_and_double_tap(server, device):
-    sid = open_session(server, device)
+def test_back_home_open_app_and_double_tap(clone_server, device):
+    sid = open_session(clone_server, device)
     tap_node(device, find(device, text="商品列表"))
     tap_node(device, find(device, text="商品01"))
-    assert state(server, sid)["ui"]["route"] == "item"
+    assert state(clone_server, sid)["ui"]["route"] == "item"
     device.act(KeyPress(key=Key.BACK))
-    assert state(server, sid)["ui"]["route"] == "list"
+    assert state(clone_server, sid)["ui"]["route"] == "list"
     device.act(KeyPress(key=Key.HOME))
-    st = state(server, sid)
+    st = state(clone_server, sid)
     assert st["ui"]["route"] == "home" and st["ui"]["stack"] == []
     tap_node(device, find(device, text="商品列表"))
     device.act(OpenApp(app="com.example.toyshop"))
-    assert state(server, sid)["ui"]["route"] == "home"
+    assert state(clone_server, sid)["ui"]["route"] == "home"
     node = find(device, text="商品列表")
     w, h = device.size()
     device.act(
@@ -244,25 +226,25 @@ def test_back_home_open_app_and_double_tap(server, device):
             x=to_normalised(*node.bounds.center, w, h)[0], y=to_normalised(*node.bounds.center, w, h)[1]
         )
     )
-    assert len(state(server, sid)["ui"]["stack"]) == 2  # two taps, two events, as on a phone
+    assert len(state(clone_server, sid)["ui"]["stack"]) == 2  # two taps, two events, as on a phone
 
 
 @pytest.mark.browser
-def test_event_failure_is_a_device_error(server, device):
-    sid = open_session(server, device)
-    httpx.delete(f"{server.url}/api/sessions/{sid}")
+def test_event_failure_is_a_device_error(clone_server, device):
+    sid = open_session(clone_server, device)
+    httpx.delete(f"{clone_server.url}/api/sessions/{sid}")
     with pytest.raises(DeviceError):
         tap_node(device, find(device, text="商品列表"))
 
 
 @pytest.mark.browser
-def test_target_reset_restores_without_reload_and_verifies(server, pool):
-    target = CloneTarget(PACK, server.url, browser=pool, scale=1.0)
+def test_target_reset_restores_without_reload_and_verifies(clone_server, browser_pool):
+    target = CloneTarget(PACK, clone_server.url, browser=browser_pool, scale=1.0)
     try:
         assert isinstance(target, Target) and target.kind is TargetKind.CLONE and target.delivers_boundary
         info = target.describe()
         assert info["kind"] == "headless-clone" and info["virtual"] is False and info["scale"] == 1.0
-        assert info["browser"] == pool.version and info["serial"]
+        assert info["browser"] == browser_pool.version and info["serial"]
         instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
         item = instance.params["item"]
         target.setup(instance)
@@ -293,9 +275,9 @@ def test_target_reset_restores_without_reload_and_verifies(server, pool):
 
 
 @pytest.mark.browser
-def test_three_environments_in_one_browser_stay_independent(server, pool):
+def test_three_environments_in_one_browser_stay_independent(clone_server, browser_pool):
     instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
-    targets = [CloneTarget(PACK, server.url, browser=pool, scale=1.0) for _ in range(3)]
+    targets = [CloneTarget(PACK, clone_server.url, browser=browser_pool, scale=1.0) for _ in range(3)]
     try:
         for t in targets:
             t.setup(instance)
@@ -332,11 +314,11 @@ def test_three_environments_in_one_browser_stay_independent(server, pool):
 
 
 @pytest.mark.browser
-def test_drift_overlay_is_the_only_window_and_dismisses_by_tap(server, pool):
+def test_drift_overlay_is_the_only_window_and_dismisses_by_tap(clone_server, browser_pool):
     target = CloneTarget(
         PACK,
-        server.url,
-        browser=pool,
+        clone_server.url,
+        browser=browser_pool,
         scale=1.0,
         drift={"launch_ad": True, "ad_countdown_s": 10, "relabel": {"商品列表": "全部商品"}},
     )
@@ -357,16 +339,16 @@ def test_drift_overlay_is_the_only_window_and_dismisses_by_tap(server, pool):
 
 
 @pytest.mark.browser
-def test_png_and_model_resolution(server, pool):
+def test_png_and_model_resolution(clone_server, browser_pool):
     dev = CloneDevice(
-        pool,
-        server.url,
+        browser_pool,
+        clone_server.url,
         get_clone(TOY),
         emulation=Emulation.for_short_side(448),
         image_format=ImageFormat.PNG,
     )
     try:
-        open_session(server, dev)
+        open_session(clone_server, dev)
         shot = dev.observe().screenshot
         assert (
             shot.format is ImageFormat.PNG and (shot.width, shot.height) == dev.size() and shot.width == 448
@@ -386,10 +368,10 @@ async def crash_renderer(dev: CloneDevice) -> None:
 
 
 @pytest.mark.browser
-def test_crashed_page_is_device_lost_and_setup_recovers(server):
+def test_crashed_page_is_device_lost_and_setup_recovers(clone_server):
     instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
     with BrowserPool(isolation=Isolation.CONTEXT) as own:
-        target = CloneTarget(PACK, server.url, browser=own, scale=1.0)
+        target = CloneTarget(PACK, clone_server.url, browser=own, scale=1.0)
         try:
             target.setup(instance)
             sid = target.session
@@ -407,9 +389,13 @@ def test_crashed_page_is_device_lost_and_setup_recovers(server):
 
 
 @pytest.mark.browser
-def test_launch_ad_counts_down_and_closes_itself(server, pool):
+def test_launch_ad_counts_down_and_closes_itself(clone_server, browser_pool):
     target = CloneTarget(
-        PACK, server.url, browser=pool, scale=1.0, drift={"launch_ad": True, "ad_countdown_s": 1}
+        PACK,
+        clone_server.url,
+        browser=browser_pool,
+        scale=1.0,
+        drift={"launch_ad": True, "ad_countdown_s": 1},
     )
     try:
         target.setup(PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2)))
@@ -425,11 +411,11 @@ def test_launch_ad_counts_down_and_closes_itself(server, pool):
 
 
 @pytest.mark.browser
-def test_dead_browser_is_device_lost_and_setup_relaunches_it(server):
+def test_dead_browser_is_device_lost_and_setup_relaunches_it(clone_server):
     instance = PACK.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
     others = {p for p in descendant_pids(os.getpid()) if is_browser_process(p)}
     with BrowserPool() as own:
-        target = CloneTarget(PACK, server.url, browser=own, scale=1.0)
+        target = CloneTarget(PACK, clone_server.url, browser=own, scale=1.0)
         try:
             target.setup(instance)
             browsers = [p for p in descendant_pids(os.getpid()) if is_browser_process(p) and p not in others]

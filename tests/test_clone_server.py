@@ -10,15 +10,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from clones.server import CloneServer, bind_socket, create_app
+from clones.toy import TOY, ToyShop
 from realbench.errors import ServerError
 from realbench.taskpack import CloneSetup
-from tests.toyclone import TOY, ToyShop, toys_registered
+from tests.other_toy import OTHER_TOY
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _toy_clones():
-    with toys_registered():
-        yield
+pytestmark = pytest.mark.usefixtures("other_toy")
 
 
 @pytest.fixture
@@ -98,7 +95,7 @@ def test_refused_action_shows_toast_and_leaves_state(client):
 
 
 def test_handler_bug_is_500_and_state_unchanged(client, caplog):
-    sid = new_session(client)
+    sid = new_session(client, clone=OTHER_TOY)  # the test-only toy with a broken handler
     before = state(client, sid)
     resp = client.post(f"/api/sessions/{sid}/event", json={"ev": "boom"})
     assert resp.status_code == 500

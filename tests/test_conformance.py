@@ -6,6 +6,7 @@ import pytest
 
 from clones.base import clone_names, get_clone
 from clones.conformance import check_clone
+from clones.contracts import pack_checks
 from realbench.taskpack import check_pack, load_pack
 
 PACKS = sorted(Path(__file__).resolve().parent.parent.glob("taskpacks/*/pack.yaml"))
@@ -19,13 +20,7 @@ def test_there_is_something_to_check():
 @pytest.mark.parametrize("path", PACKS, ids=lambda p: p.parent.name)
 def test_every_pack_conforms(path):
     pack = load_pack(path)
-    problems = check_pack(
-        pack,
-        has_clone=lambda n: n in clone_names(),
-        has_verifier=lambda c, n: n in get_clone(c).verifiers,
-        has_side_effect_check=lambda c, n: n in get_clone(c).side_effect_checks,
-    )
-    assert problems == []
+    assert check_pack(pack, **pack_checks()) == []
 
 
 @pytest.mark.parametrize("name", clone_names())

@@ -10,14 +10,8 @@ from starlette.testclient import TestClient
 from clones.base import get_clone
 from clones.drift import Drift, DriftScreen, Overlay, drift_profile, relabel_html
 from clones.server import create_app
+from clones.toy import TOY
 from realbench.errors import UnknownNameError
-from tests.toyclone import TOY, toys_registered
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _toy_clones():
-    with toys_registered():
-        yield
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from realbench.golden import GoldenAgent
 from realbench.hierarchy import Hierarchy, Selector
 from realbench.observation import ImageFormat
 from tests.rl_support import OTHER_PACK, golden_action, write_pack
-from tests.toyclone import toys_registered
 
 pytestmark = pytest.mark.browser
 
@@ -30,9 +29,8 @@ CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
 
 
 @pytest.fixture(scope="module", autouse=True)
-def toys():
-    with toys_registered():
-        yield
+def toys(other_toy):
+    yield
 
 
 @pytest.fixture(scope="module")

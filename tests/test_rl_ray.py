@@ -33,7 +33,7 @@ def cluster():
 def test_ray_actors_host_environments(cluster, tmp_path):
     pack = write_pack(tmp_path)
     venv = CloneVectorEnv(
-        2, str(pack), "buy-item", workers=2, backend="ray", imports=("tests.toyclone:register_toys",)
+        2, str(pack), "buy-item", workers=2, backend="ray", imports=("tests.other_toy:register_other_toy",)
     )
     try:
         assert {venv.pool.slot(k).worker for k in venv.keys} == {0, 1}

@@ -18,7 +18,6 @@ from realbench.errors import ActionError, ConfigError
 from realbench.golden import GoldenAgent
 from realbench.taskpack import load_pack
 from tests.rl_support import OTHER_PACK, golden_action_for, write_pack
-from tests.toyclone import toys_registered
 
 pytestmark = pytest.mark.browser
 
@@ -32,8 +31,8 @@ def packs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server():
-    with toys_registered(), EnvPool(backend="inline") as pool, RolloutServer(pool) as srv:
+def server(other_toy):
+    with EnvPool(backend="inline") as pool, RolloutServer(pool) as srv:
         yield srv
 
 

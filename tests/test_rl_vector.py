@@ -21,7 +21,7 @@ BACK = '{"type": "key", "key": "back"}'
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     pack = write_pack(tmp_path_factory.mktemp("pack"))
-    env = CloneVectorEnv(4, str(pack), "buy-item", workers=2, imports=("tests.toyclone:register_toys",))
+    env = CloneVectorEnv(4, str(pack), "buy-item", workers=2, imports=("tests.other_toy:register_other_toy",))
     yield env
     env.close()
 

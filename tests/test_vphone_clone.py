@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,24 +31,10 @@ u2 = pytest.importorskip("uiautomator2")
 
 
 @pytest.fixture(scope="module")
-def adb_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(port)}
-    subprocess.run(["adb", "start-server"], env=env, check=True, capture_output=True, timeout=30)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ANDROID_ADB_SERVER_PORT", str(port))
-        mp.setattr(adbutils, "adb", adbutils.AdbClient(port=port))
-        yield port
-    subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def phone(adb_port: int) -> Iterator[VirtualPhone]:
+def phone(adb_server_port: int) -> Iterator[VirtualPhone]:
     with VirtualPhoneHost() as host:
         host.start(1, screens="clone", drift="mild")
-        host.adb_connect(adb_port)
+        host.adb_connect(adb_server_port)
         yield host.phones[0]
 
 

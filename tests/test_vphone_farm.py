@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,30 +29,11 @@ adbutils = pytest.importorskip("adbutils")
 u2 = pytest.importorskip("uiautomator2")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def adb_port() -> Iterator[int]:
-    port = _free_port()
-    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(port)}
-    subprocess.run(["adb", "start-server"], env=env, check=True, capture_output=True, timeout=30)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ANDROID_ADB_SERVER_PORT", str(port))
-        # uiautomator2 uses the module-level client, created at import time with the default port.
-        mp.setattr(adbutils, "adb", adbutils.AdbClient(port=port))
-        yield port
-    subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def host(adb_port: int) -> Iterator[VirtualPhoneHost]:
+def host(adb_server_port: int) -> Iterator[VirtualPhoneHost]:
     with VirtualPhoneHost() as h:
         h.start(2, screens="static")
-        h.adb_connect(adb_port)
+        h.adb_connect(adb_server_port)
         yield h
 
 
@@ -71,9 +51,9 @@ def _new_events(phone: VirtualPhone, since: int) -> list:
     return phone.events.events(since)
 
 
-def test_adb_devices_lists_phones_with_identity(host: VirtualPhoneHost, adb_port: int) -> None:
+def test_adb_devices_lists_phones_with_identity(host: VirtualPhoneHost, adb_server_port: int) -> None:
     out = subprocess.run(
-        ["adb", "-P", str(adb_port), "devices", "-l"], capture_output=True, text=True, timeout=10
+        ["adb", "-P", str(adb_server_port), "devices", "-l"], capture_output=True, text=True, timeout=10
     ).stdout
     for phone in host.phones:
         line = next(ln for ln in out.splitlines() if ln.startswith(phone.serial))
@@ -255,8 +235,8 @@ def test_drop_mid_request_surfaces_as_remote_disconnected(host: VirtualPhoneHost
         phone.set_faults(screenshot_delay_s=0.0)
 
 
-def test_cli_up_ls_down(adb_port: int, tmp_path: Path) -> None:
-    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(adb_port), "XDG_RUNTIME_DIR": str(tmp_path)}
+def test_cli_up_ls_down(adb_server_port: int, tmp_path: Path) -> None:
+    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(adb_server_port), "XDG_RUNTIME_DIR": str(tmp_path)}
     cli = [sys.executable, "-m", "realbench", "vphone"]
     up = subprocess.run(
         [*cli, "up", "-n", "2", "--screens", "static", "--json"],
@@ -273,7 +253,7 @@ def test_cli_up_ls_down(adb_port: int, tmp_path: Path) -> None:
             ["adb", "devices"], env=env, capture_output=True, text=True, timeout=10
         ).stdout
         assert all(f"{s}\tdevice" in devices for s in serials)
-        dev = adbutils.AdbClient(port=adb_port).device(serials[1])
+        dev = adbutils.AdbClient(port=adb_server_port).device(serials[1])
         assert dev.shell("getprop ro.realbench.device_kind") == "virtual-phone"
         ls = subprocess.run([*cli, "ls", "--json"], env=env, capture_output=True, text=True, timeout=30)
         hosts = json.loads(ls.stdout)

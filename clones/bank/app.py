@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 from clones.bank import (  # noqa: F401  (importing a section registers its handlers)
     account_handlers,
@@ -192,11 +193,21 @@ def _env() -> Environment:
     return env
 
 
+class BankSetupData(BaseModel):
+    """What a task's `clone.setup.data` may say to the bank clone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_seed: int | None = None  # the drifted-data seed (set by the clone server for drift profiles)
+    logged_in: StrictBool | None = None
+
+
 class Bank(Clone):
     name: ClassVar[str] = "bank"
     package: ClassVar[str] = "com.chinamworld.main"
     title: ClassVar[str] = "手机银行"
     home_route: ClassVar[str] = "home"
+    setup_data: ClassVar[type[BaseModel] | None] = BankSetupData
     # Labels the drift framework may swap for synonyms the real app has used across versions. No
     # commit-boundary label (确认, 保存, 提交, 确认删除, 确认撤销, 提交预约, 登录) is ever relabelled.
     drift_relabels: ClassVar[dict[str, str]] = {

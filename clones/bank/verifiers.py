@@ -1,6 +1,7 @@
 """Verifiers and side-effect checks of the bank clone.
 
-Verifiers are pure: ``(before, after, params, answer) -> Verdict``. Look-up tasks compute the
+Verifiers are pure: ``(before, after, params, answer, answer_spec) -> Verdict``, each registered
+with its argument model (`clones.contracts`). Look-up tasks compute the
 truth from the *before* state (what the agent was asked about) and grade the answer with the
 shared matcher; money tasks look for exactly the order the instruction asks for among the orders
 created during the episode (an order exists from the commit boundary on, see `orders`).
@@ -8,30 +9,47 @@ created during the episode (an order exists from the commit boundary on, see `or
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from clones.bank import orders as od
 from clones.bank import queries as q
 from clones.bank.money import parse_yuan
 from clones.bank.orders import bill_due_fen
+from clones.bank.verifier_args import (
+    AnswerArgs,
+    AppointmentArgs,
+    BillArgs,
+    DefaultAccountArgs,
+    DepositArgs,
+    FundArgs,
+    InstallmentArgs,
+    LimitArgs,
+    LoginArgs,
+    NotifyArgs,
+    PayeeAddedArgs,
+    PayeeAliasArgs,
+    PayeeDeletedArgs,
+    RepayArgs,
+    RiskTestArgs,
+    ScheduledCancelledArgs,
+    SwitchArgs,
+    TopupArgs,
+    TransferArgs,
+)
 from clones.bank.world import risk_level_for
-from clones.base import SideEffectCheck, State, Verifier, clock_of
-from realbench.answers import match_answer
+from clones.base import SideEffectCheck, State, clock_of
+from clones.contracts import GoldenRun, NoArgs, VerifierSet, WrongEnd, stopped_one_step_short
+from realbench.answers import match_answer, parse_date, parse_number
+from realbench.errors import CloneError
 from realbench.outcome import Verdict
 from realbench.taskpack import AnswerSpec, AnswerType
 
-VERIFIERS: dict[str, Verifier] = {}
+VERIFIERS = VerifierSet()
 SIDE_EFFECT_CHECKS: dict[str, SideEffectCheck] = {}
-
-
-def verifier(name: str) -> Callable[[Verifier], Verifier]:
-    def deco(fn: Verifier) -> Verifier:
-        VERIFIERS[name] = fn
-        return fn
-
-    return deco
+verifier = VERIFIERS.verifier
 
 
 def check(name: str) -> Callable[[SideEffectCheck], SideEffectCheck]:
@@ -176,14 +194,12 @@ def _truth(state: State, p: dict[str, Any]) -> Any:
     raise KeyError(f"unknown query {query!r}")
 
 
-@verifier("answer")
-def answer_verifier(before: State, after: State, params: dict[str, Any], answer: str | None) -> Verdict:
-    """A look-up: the answer must match the truth computed from the state the agent started in."""
-    spec = AnswerSpec(
-        type=AnswerType(params.get("answer_type", "number")),
-        tolerance=float(params.get("tolerance", 0.0)),
-        choices=params.get("choices"),
-    )
+@verifier("answer", args=AnswerArgs, answers=(AnswerType.NUMBER, AnswerType.TEXT, AnswerType.DATE))
+def answer_verifier(
+    before: State, after: State, params: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
+    """A look-up: the answer must match the truth computed from the state the agent started in,
+    graded as the task's answer spec says."""
     truth = _truth(before, params)
     if truth is None:
         return Verdict.fail(f"the question has no answer in this state ({params['query']})")
@@ -238,8 +254,10 @@ def _acc_id(state: State, tail: Any) -> str:
     return acc["id"]
 
 
-@verifier("transfer")
-def transfer_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("transfer", args=TransferArgs)
+def transfer_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     if p.get("payee_of_last_transfer"):  # "send another to whoever I last paid"
         rows = q.filter_txns(
             before, q.TxnFilter(acc=_acc_id(before, p["payee_of_last_transfer"]), cat="转账", direction="out")
@@ -287,8 +305,10 @@ def transfer_verifier(before: State, after: State, p: dict[str, Any], answer: st
     return verdict
 
 
-@verifier("repay")
-def repay_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("repay", args=RepayArgs)
+def repay_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     option = p.get("option")
     if option == "full":
         amount = q.credit_owed_fen(before)
@@ -302,8 +322,10 @@ def repay_verifier(before: State, after: State, p: dict[str, Any], answer: str |
     return _order_verdict(before, after, "repay", want, "credit-card repayment")
 
 
-@verifier("installment")
-def installment_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("installment", args=InstallmentArgs)
+def installment_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     return _order_verdict(
         before,
         after,
@@ -313,8 +335,10 @@ def installment_verifier(before: State, after: State, p: dict[str, Any], answer:
     )
 
 
-@verifier("bill")
-def bill_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("bill", args=BillArgs)
+def bill_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     account_no = str(p["account_no"])
     amount = fen(p["amount"]) if p.get("amount") is not None else bill_due_fen(before, p["kind"], account_no)
     want: dict[str, Any] = {"bill_kind": p["kind"], "account_no": account_no, "amount_fen": amount}
@@ -323,15 +347,19 @@ def bill_verifier(before: State, after: State, p: dict[str, Any], answer: str | 
     return _order_verdict(before, after, "bill", want, "bill payment")
 
 
-@verifier("topup")
-def topup_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("topup", args=TopupArgs)
+def topup_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     return _order_verdict(
         before, after, "topup", {"phone": str(p["phone"]), "amount_fen": fen(p["amount"])}, "phone top-up"
     )
 
 
-@verifier("deposit")
-def deposit_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("deposit", args=DepositArgs)
+def deposit_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     pid = next(x["id"] for x in before["world"]["deposit_products"] if x["name"] == p["product"])
     want: dict[str, Any] = {"product": pid, "amount_fen": fen(p["amount"])}
     if p.get("rollover") is not None:
@@ -341,8 +369,10 @@ def deposit_verifier(before: State, after: State, p: dict[str, Any], answer: str
     return _order_verdict(before, after, "deposit", want, "time deposit")
 
 
-@verifier("fund")
-def fund_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("fund", args=FundArgs)
+def fund_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     funds = before["world"]["funds"]
     if p.get("fund"):
         fid = next(f["id"] for f in funds if f["name"] == p["fund"])
@@ -354,8 +384,10 @@ def fund_verifier(before: State, after: State, p: dict[str, Any], answer: str | 
     return _order_verdict(before, after, "fund", want, "fund purchase")
 
 
-@verifier("limit")
-def limit_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("limit", args=LimitArgs)
+def limit_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     s = before["user"]["settings"]
     want = {
         "single_limit_fen": fen(p["single"]) if p.get("single") is not None else s["single_limit_fen"],
@@ -367,8 +399,10 @@ def limit_verifier(before: State, after: State, p: dict[str, Any], answer: str |
 # --- account changes ----------------------------------------------------------------------------------
 
 
-@verifier("payee_added")
-def payee_added_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("payee_added", args=PayeeAddedArgs)
+def payee_added_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     old = {x["account_no"] for x in before["user"]["payees"]}
     new = [x for x in after["user"]["payees"] if x["account_no"] not in old]
     want = {"name": p["name"], "account_no": str(p["account_no"]), "bank": p["bank"]}
@@ -385,8 +419,10 @@ def payee_added_verifier(before: State, after: State, p: dict[str, Any], answer:
     return Verdict.fail(f"the added payee has wrong {', '.join(wrong) or 'count'}", progress=0.5)
 
 
-@verifier("payee_deleted")
-def payee_deleted_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("payee_deleted", args=PayeeDeletedArgs)
+def payee_deleted_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     gone = [x for x in before["user"]["payees"] if x["id"] not in {y["id"] for y in after["user"]["payees"]}]
     if [x["name"] for x in gone] == [p["name"]]:
         return Verdict.ok(f"payee {p['name']} deleted")
@@ -398,8 +434,10 @@ def payee_deleted_verifier(before: State, after: State, p: dict[str, Any], answe
     return Verdict.fail(f"deleted {[x['name'] for x in gone]} instead of {p['name']}")
 
 
-@verifier("payee_alias")
-def payee_alias_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("payee_alias", args=PayeeAliasArgs)
+def payee_alias_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     target = next(x for x in before["user"]["payees"] if x["name"] == p["name"])
     now = next((x for x in after["user"]["payees"] if x["id"] == target["id"]), None)
     if now is None:
@@ -419,8 +457,10 @@ def payee_alias_verifier(before: State, after: State, p: dict[str, Any], answer:
     )
 
 
-@verifier("notify")
-def notify_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("notify", args=NotifyArgs)
+def notify_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     got = after["user"]["settings"]["notify"][p["key"]]
     if got == bool(p["value"]):
         return Verdict.ok(f"notification {p['key']} is {'on' if got else 'off'}")
@@ -430,8 +470,10 @@ def notify_verifier(before: State, after: State, p: dict[str, Any], answer: str 
     )
 
 
-@verifier("hide_balance")
-def hide_balance_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("hide_balance", args=SwitchArgs)
+def hide_balance_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     got = after["user"]["settings"]["hide_balance"]
     return (
         Verdict.ok("balance visibility set")
@@ -440,8 +482,10 @@ def hide_balance_verifier(before: State, after: State, p: dict[str, Any], answer
     )
 
 
-@verifier("login")
-def login_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("login", args=LoginArgs)
+def login_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     u = after["user"]
     if not u["logged_in"]:
         return Verdict.fail("not logged in", progress=0.0)
@@ -452,8 +496,10 @@ def login_verifier(before: State, after: State, p: dict[str, Any], answer: str |
     return Verdict.ok("logged in, biometric login declined")
 
 
-@verifier("risk_test")
-def risk_test_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("risk_test", args=RiskTestArgs)
+def risk_test_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     r = after["user"]["risk"]
     if r.get("date") != clock_of(after).date().isoformat():
         return Verdict.fail(
@@ -469,8 +515,10 @@ def risk_test_verifier(before: State, after: State, p: dict[str, Any], answer: s
     return Verdict.ok(f"questionnaire submitted: {r['level']}")
 
 
-@verifier("appointment")
-def appointment_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("appointment", args=AppointmentArgs)
+def appointment_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     old = {a["id"] for a in before["user"]["appointments"]}
     new = [a for a in after["user"]["appointments"] if a["id"] not in old]
     bid = next(b["id"] for b in before["world"]["branches"] if b["name"] == p["branch"])
@@ -485,9 +533,9 @@ def appointment_verifier(before: State, after: State, p: dict[str, Any], answer:
     return Verdict.fail(f"appointment has wrong {_score(new[0], want)[1]}", progress=0.5)
 
 
-@verifier("scheduled_cancelled")
+@verifier("scheduled_cancelled", args=ScheduledCancelledArgs)
 def scheduled_cancelled_verifier(
-    before: State, after: State, p: dict[str, Any], answer: str | None
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
     targets = [
         t for t in before["user"]["transfers"] if t["payee"] == p["payee"] and t["status"] == od.SCHEDULED
@@ -503,16 +551,20 @@ def scheduled_cancelled_verifier(
     )
 
 
-@verifier("default_account")
-def default_account_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("default_account", args=DefaultAccountArgs)
+def default_account_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     acc = q.default_account(after)
     if acc["card_no"].endswith(str(p["acc_tail"])):
         return Verdict.ok("default account set")
     return Verdict.fail(f"default account is still {acc['card_no'][-4:]}")
 
 
-@verifier("messages_read")
-def messages_read_verifier(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("messages_read", args=NoArgs)
+def messages_read_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     unread = q.unread_messages(after)
     return (
         Verdict.ok("all messages read")
@@ -521,6 +573,59 @@ def messages_read_verifier(before: State, after: State, p: dict[str, Any], answe
             f"{unread} messages still unread", progress=1 - unread / max(1, q.unread_messages(before))
         )
     )
+
+
+# --- wrong end states (the test suite checks that every task's verifier rejects them) ------------
+
+
+def _perturbed(answer: str, spec: AnswerSpec) -> str:
+    if spec.type is AnswerType.NUMBER:
+        value = parse_number(answer)
+        if value is None:
+            raise CloneError(f"the golden answer {answer!r} is not a number")
+        return f"{value + max(1.0, spec.tolerance * 10):.4f}"
+    if spec.type is AnswerType.DATE:
+        day = parse_date(answer)
+        if day is None:
+            raise CloneError(f"the golden answer {answer!r} is not a date")
+        return (day + timedelta(days=1)).isoformat()
+    return "不知道"
+
+
+@VERIFIERS.wrong_end_states("answer")
+def wrong_answer(run: GoldenRun) -> list[WrongEnd]:
+    spec = run.instance.task.answer
+    wrong = _perturbed(run.answer or "", spec)
+    return [*stopped_one_step_short(run), WrongEnd("a wrong answer", run.before, run.after, wrong)]
+
+
+MONEY_VERIFIERS = ("transfer", "repay", "installment", "bill", "topup", "deposit", "fund", "limit")
+
+
+@VERIFIERS.wrong_end_states(*MONEY_VERIFIERS)
+def wrong_amount_or_a_second_order(run: GoldenRun) -> list[WrongEnd]:
+    """The order with a wrong amount (or period, or limit); the right order placed twice."""
+    out = stopped_one_step_short(run)
+    kinds = [k for k in od.ORDER_LISTS if od.new_orders(run.before, run.after, k)]
+    if not kinds:
+        return out
+    kind = kinds[0]
+    bad = copy.deepcopy(run.after)
+    order = od.orders(bad["user"], kind)[-1]
+    for key in ("amount_fen", "periods", "single_limit_fen"):
+        if key in order:
+            order[key] += 100 if key != "periods" else 3
+            break
+    out.append(WrongEnd("the order has a wrong amount", run.before, bad, run.answer))
+    double = copy.deepcopy(run.after)
+    od.orders(double["user"], kind).append(dict(od.orders(double["user"], kind)[-1], id="DUP0001"))
+    out.append(WrongEnd("the order was placed twice", run.before, double, run.answer, verifier_alone=False))
+    return out
+
+
+VERIFIERS.wrong_end_states(*(n for n in VERIFIERS if n != "answer" and n not in MONEY_VERIFIERS))(
+    stopped_one_step_short
+)
 
 
 # --- side-effect checks --------------------------------------------------------------------------------

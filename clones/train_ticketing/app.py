@@ -4,7 +4,9 @@ table of UI events (handlers live in the ``*_handlers`` mixins), rendering and i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from clones.base import (
     Clone,
@@ -36,16 +38,34 @@ from realbench.taskpack import CloneSetup
 __all__ = ["DRIFT_RELABELS", "ROUTES", "TrainTicketing"]
 
 
+class TrainTicketingSetupData(BaseModel):
+    """What a task's `clone.setup.data` may say to the train-ticketing clone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scenario: str = "fresh"
+    data_seed: int | None = None  # the drifted-inventory seed (set by the clone server for drift profiles)
+
+    @field_validator("scenario")
+    @classmethod
+    def _known_scenario(cls, v: str) -> str:
+        if v not in SCENARIOS:
+            raise ValueError(f"unknown scenario {v!r} (known: {', '.join(SCENARIOS)})")
+        return v
+
+
 class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHandlers, Clone):
     name = "train_ticketing"
     package = "com.MobileTicket"
     title = "铁路12306"
     home_route = "home"
+    setup_data: ClassVar[type[BaseModel] | None] = TrainTicketingSetupData
     drift_relabels = DRIFT_RELABELS
 
     def __init__(self) -> None:
         super().__init__()
         self._register_handlers()
+        from clones.train_ticketing import wrong_states  # noqa: F401  (registers the wrong end states)
         from clones.train_ticketing.checks import SIDE_EFFECT_CHECKS
         from clones.train_ticketing.verifiers import VERIFIERS
 

@@ -1,6 +1,7 @@
 """Verifiers, side-effect checks and state invariants of the train-ticketing clone.
 
-Verifiers are pure functions ``(before, after, params, answer) -> Verdict``. ``params`` holds the
+Verifiers are pure functions ``(before, after, params, answer, answer_spec) -> Verdict``, registered
+with their argument models (`verifier_args`). ``params`` holds the
 task's sampled parameters and its rendered verifier arguments. The truth is always computed from
 state (the timetable, the inventory before the episode, the account), never stored in the pack.
 Progress is the fraction of the task's sub-goals met.
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clones.base import diff
+from clones.contracts import NoArgs, VerifierSet
 from clones.train_ticketing import booking
 from clones.train_ticketing.answers import AnswerKind, matches
 from clones.train_ticketing.stations import is_place, sale_time_of
@@ -26,9 +28,35 @@ from clones.train_ticketing.timetable import (
     legs_between,
     stop_index,
 )
+from clones.train_ticketing.verifier_args import (
+    AccountAnswerArgs,
+    IdValidAnswerArgs,
+    MessagesReadArgs,
+    OrderRef,
+    OrderSubmittedArgs,
+    PassengerAddedArgs,
+    PassengerNamedArgs,
+    PassengerUpdatedArgs,
+    ReminderArgs,
+    ReminderDeletedArgs,
+    SaleAnswerArgs,
+    SettingArgs,
+    StopTimeAnswerArgs,
+    TicketChangedArgs,
+    TicketsArgs,
+    TrainQueryAnswerArgs,
+    TransferAnswerArgs,
+    WaitlistSubmittedArgs,
+)
 from realbench.outcome import Verdict
+from realbench.taskpack import AnswerSpec, AnswerType
 
 State = dict[str, Any]
+VERIFIERS = VerifierSet()
+verifier = VERIFIERS.verifier
+# the task's answer type says what the agent answers; each verifier grades it by its own field rules
+ANSWER_TYPES = (AnswerType.NUMBER, AnswerType.TEXT, AnswerType.DATE, AnswerType.CHOICE)
+
 BANDS = {"00-06": (0, 360), "06-12": (360, 720), "12-18": (720, 1080), "18-24": (1080, 1440)}
 # user fields that change when merely browsing (the real app keeps them too)
 BENIGN_USER_KEYS = frozenset({"recent_searches", "station_history"})
@@ -187,7 +215,10 @@ def answered(
 # --- answer verifiers ------------------------------------------------------------------------------
 
 
-def answer_train_query(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("answer_train_query", args=TrainQueryAnswerArgs, answers=ANSWER_TYPES)
+def answer_train_query(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     """field: no | dep | arr | duration | price | count (count uses the constraints, no pick)."""
     field = str(p.get("field", "no"))
     if field == "count":
@@ -212,7 +243,10 @@ def answer_train_query(before: State, after: State, p: dict[str, Any], answer: s
     return Verdict.fail(f"unknown field {field!r}")
 
 
-def answer_stop_time(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("answer_stop_time", args=StopTimeAnswerArgs, answers=ANSWER_TYPES)
+def answer_stop_time(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     """field: dep | arr (at ``station``), stay (minutes at ``station``) or terminal (last station)."""
     train = find_train(before["world"], str(p["train"]))
     field = str(p.get("field", "dep"))
@@ -227,7 +261,10 @@ def answer_stop_time(before: State, after: State, p: dict[str, Any], answer: str
     return answered(AnswerKind.TIME, fmt_min(stop[field]), answer, before, after, p)
 
 
-def answer_sale(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("answer_sale", args=SaleAnswerArgs, answers=ANSWER_TYPES)
+def answer_sale(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     station = str(p["station"])
     if not is_place(station):
         return Verdict.fail(f"unknown station {station!r}")
@@ -237,7 +274,10 @@ def answer_sale(before: State, after: State, p: dict[str, Any], answer: str | No
     return answered(AnswerKind.DATE, sale.date(), answer, before, after, p)
 
 
-def answer_transfer(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("answer_transfer", args=TransferAnswerArgs, answers=ANSWER_TYPES)
+def answer_transfer(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     from clones.train_ticketing.views import transfer_plans
 
     probe = {
@@ -263,7 +303,10 @@ def answer_transfer(before: State, after: State, p: dict[str, Any], answer: str 
     )
 
 
-def answer_account(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("answer_account", args=AccountAnswerArgs, answers=ANSWER_TYPES)
+def answer_account(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     """field: unread | passengers | points | upcoming | order_train | seat | refund_fee | pay_total."""
     from clones.train_ticketing.views import order_bucket
 
@@ -304,7 +347,10 @@ def answer_account(before: State, after: State, p: dict[str, Any], answer: str |
     return Verdict.fail(f"unknown field {field!r}")
 
 
-def answer_id_valid(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("answer_id_valid", args=IdValidAnswerArgs, answers=ANSWER_TYPES)
+def answer_id_valid(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     from clones.train_ticketing.idcard import is_valid
 
     truth = "有效" if is_valid(str(p["id_no"]), booking.now_of(before).date()) else "无效"
@@ -314,7 +360,10 @@ def answer_id_valid(before: State, after: State, p: dict[str, Any], answer: str 
 # --- booking verifiers -----------------------------------------------------------------------------
 
 
-def order_submitted(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("order_submitted", args=OrderSubmittedArgs)
+def order_submitted(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     """One new order for the expected train, date, seat class, passengers, ticket types, seats, insurance."""
     created = new_orders(before, after)
     expected = pick_leg(before, p)
@@ -363,7 +412,10 @@ def orders_touched(before: State, after: State, allow: set[str] | None = None) -
     return out
 
 
-def order_paid(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("order_paid", args=OrderRef)
+def order_paid(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     target = find_existing(before, p, status="unpaid")
     if target is None:
         return Verdict.fail("the starting state has no matching unpaid order")
@@ -375,7 +427,10 @@ def order_paid(before: State, after: State, p: dict[str, Any], answer: str | Non
     return graded([("order paid", paid)], side)
 
 
-def order_cancelled(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("order_cancelled", args=OrderRef)
+def order_cancelled(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     target = find_existing(before, p, status="unpaid")
     if target is None:
         return Verdict.fail("the starting state has no matching unpaid order")
@@ -399,7 +454,10 @@ def _target_tickets(before: State, p: dict[str, Any]) -> tuple[dict[str, Any] | 
     return order, idx
 
 
-def ticket_refunded(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("ticket_refunded", args=TicketsArgs)
+def ticket_refunded(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     order, idx = _target_tickets(before, p)
     if order is None or not idx:
         return Verdict.fail("the starting state has no matching paid ticket")
@@ -417,7 +475,10 @@ def ticket_refunded(before: State, after: State, p: dict[str, Any], answer: str 
     return graded(goals, side)
 
 
-def ticket_changed(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("ticket_changed", args=TicketChangedArgs)
+def ticket_changed(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     """改签 (source change) or 变更到站 (source change_station) of one passenger's ticket."""
     order, idx = _target_tickets(before, p)
     if order is None or len(idx) != 1:
@@ -452,7 +513,10 @@ def ticket_changed(before: State, after: State, p: dict[str, Any], answer: str |
     return graded(goals, side)
 
 
-def waitlist_submitted(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("waitlist_submitted", args=WaitlistSubmittedArgs)
+def waitlist_submitted(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     known = {w["id"] for w in before["user"]["waitlists"]}
     created = [w for w in after["user"]["waitlists"] if w["id"] not in known]
     w = created[0] if len(created) == 1 else {}
@@ -470,7 +534,10 @@ def waitlist_submitted(before: State, after: State, p: dict[str, Any], answer: s
     return graded(goals, side)
 
 
-def waitlist_cancelled(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("waitlist_cancelled", args=NoArgs)
+def waitlist_cancelled(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     pending = [w for w in before["user"]["waitlists"] if w["status"] == "pending"]
     if not pending:
         return Verdict.fail("the starting state has no pending waitlist order")
@@ -483,7 +550,10 @@ def waitlist_cancelled(before: State, after: State, p: dict[str, Any], answer: s
 # --- reminders, passengers, messages ---------------------------------------------------------------
 
 
-def reminder_set(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("reminder_set", args=ReminderArgs)
+def reminder_set(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     known = {r["id"] for r in before["user"]["reminders"]}
     created = [r for r in after["user"]["reminders"] if r["id"] not in known]
     r = created[0] if len(created) == 1 else {}
@@ -497,7 +567,10 @@ def reminder_set(before: State, after: State, p: dict[str, Any], answer: str | N
     return graded(goals, side)
 
 
-def reminder_deleted(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("reminder_deleted", args=ReminderDeletedArgs)
+def reminder_deleted(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     targets = [
         r
         for r in before["user"]["reminders"]
@@ -511,7 +584,10 @@ def reminder_deleted(before: State, after: State, p: dict[str, Any], answer: str
     return graded([("reminder deleted", bool(targets) and all(r["id"] not in left for r in targets))], side)
 
 
-def passenger_added(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("passenger_added", args=PassengerAddedArgs)
+def passenger_added(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     known = {x["id"] for x in before["user"]["passengers"]}
     created = [x for x in after["user"]["passengers"] if x["id"] not in known]
     x = created[0] if len(created) == 1 else {}
@@ -534,7 +610,10 @@ def passenger_added(before: State, after: State, p: dict[str, Any], answer: str 
     return graded(goals, side)
 
 
-def passenger_deleted(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("passenger_deleted", args=PassengerNamedArgs)
+def passenger_deleted(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     names_before = [x["name"] for x in before["user"]["passengers"]]
     names_after = [x["name"] for x in after["user"]["passengers"]]
     gone = [n for n in names_before if n not in names_after]
@@ -546,7 +625,10 @@ def passenger_deleted(before: State, after: State, p: dict[str, Any], answer: st
     )
 
 
-def passenger_updated(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("passenger_updated", args=PassengerUpdatedArgs)
+def passenger_updated(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     b = next((x for x in before["user"]["passengers"] if x["name"] == p["name"]), None)
     a = next((x for x in after["user"]["passengers"] if x["name"] == p["name"]), None)
     if b is None:
@@ -563,7 +645,10 @@ def passenger_updated(before: State, after: State, p: dict[str, Any], answer: st
     return graded(goals, side)
 
 
-def messages_read(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("messages_read", args=MessagesReadArgs)
+def messages_read(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     titles = as_list(p.get("titles"))
     msgs = after["user"]["messages"]
     goals = [(f"{m['title']} read", m["read"]) for m in msgs if not titles or m["title"] in titles]
@@ -579,7 +664,10 @@ def messages_read(before: State, after: State, p: dict[str, Any], answer: str | 
     return graded(goals, side)
 
 
-def setting_set(before: State, after: State, p: dict[str, Any], answer: str | None) -> Verdict:
+@verifier("setting_set", args=SettingArgs)
+def setting_set(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
     key = str(p["key"])
     want = bool(p["value"])
     others = {k: v for k, v in after["user"]["settings"].items() if k != key} != {
@@ -589,27 +677,3 @@ def setting_set(before: State, after: State, p: dict[str, Any], answer: str | No
         before, after, BENIGN_USER_KEYS | {"settings"}
     )
     return graded([(f"{key}={want}", after["user"]["settings"].get(key) is want)], side)
-
-
-VERIFIERS: dict[str, Callable[[State, State, dict[str, Any], str | None], Verdict]] = {
-    "answer_train_query": answer_train_query,
-    "answer_stop_time": answer_stop_time,
-    "answer_sale": answer_sale,
-    "answer_transfer": answer_transfer,
-    "answer_account": answer_account,
-    "answer_id_valid": answer_id_valid,
-    "order_submitted": order_submitted,
-    "order_paid": order_paid,
-    "order_cancelled": order_cancelled,
-    "ticket_refunded": ticket_refunded,
-    "ticket_changed": ticket_changed,
-    "waitlist_submitted": waitlist_submitted,
-    "waitlist_cancelled": waitlist_cancelled,
-    "reminder_set": reminder_set,
-    "reminder_deleted": reminder_deleted,
-    "passenger_added": passenger_added,
-    "passenger_deleted": passenger_deleted,
-    "passenger_updated": passenger_updated,
-    "messages_read": messages_read,
-    "setting_set": setting_set,
-}

@@ -1,32 +1,37 @@
-"""A tiny clone used by the clone-server, clone-device and drift tests and the clone_env benchmark.
+"""The toy shop: the smallest complete clone, and the worked example of docs/adding-a-clone.md.
 
-It is a test fixture, not a model of a real app: a home screen with a search form, a scrolling
-list of items (tap opens, long press favourites), an item page with a buy button that the app may
-refuse, a verifier and a side-effect check.
-"""
+Not a model of a real app: a home screen with a search form, a scrolling list of items (tap
+opens, long press favourites), an item page with a buy button that the app may refuse. Its
+verifier and side-effect check live in `clones.toy.verifiers`."""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
-from clones import base
-from clones.base import Clone, State, UIEvent, deep_merge, navigate, new_state, register, require
-from realbench.outcome import Verdict
+from clones.base import Clone, State, UIEvent, deep_merge, navigate, new_state, require
 from realbench.taskpack import CloneSetup
 
 TOY = "toy_shop"
 ITEM_COUNT = 40
 
 
+class ToySetupData(BaseModel):
+    """What a task's `clone.setup.data` may say to the toy shop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data_seed: int | None = None  # the item-data seed (set by the clone server for drift profiles)
+
+
 class ToyShop(Clone):
     name: ClassVar[str] = TOY
     package: ClassVar[str] = "com.example.toyshop"
     title: ClassVar[str] = "玩具店"
+    setup_data: ClassVar[type[BaseModel] | None] = ToySetupData
     drift_relabels: ClassVar[dict[str, str]] = {"购买": "立即购买", "商品列表": "全部商品", "搜索": "查找"}
 
     def __init__(self) -> None:
@@ -38,11 +43,12 @@ class ToyShop(Clone):
                 "buy": self._buy,
                 "fav": self._fav,
                 "search": self._search,
-                "boom": self._boom,
             }
         )
-        self.verifiers["bought"] = self._verify_bought
-        self.side_effect_checks["one_order"] = self._one_order
+        from clones.toy.verifiers import SIDE_EFFECT_CHECKS, VERIFIERS
+
+        self.verifiers.update(VERIFIERS)
+        self.side_effect_checks.update(SIDE_EFFECT_CHECKS)
 
     def build_state(self, setup: CloneSetup, params: dict[str, Any]) -> State:
         seed = int(setup.data.get("data_seed", setup.seed))
@@ -79,25 +85,6 @@ class ToyShop(Clone):
 
     def _search(self, state: State, event: UIEvent) -> None:
         state["user"]["searches"].append(state["ui"]["form"].get("query", ""))
-
-    def _boom(self, state: State, event: UIEvent) -> None:
-        state["user"]["orders"].append({"item": -1})
-        raise RuntimeError("a bug in a handler")
-
-    # --- verifier ---
-
-    def _verify_bought(
-        self, before: State, after: State, params: dict[str, Any], answer: str | None
-    ) -> Verdict:
-        want = int(params["item"])
-        new = after["user"]["orders"][len(before["user"]["orders"]) :]
-        if any(o["item"] == want for o in new):
-            return Verdict.ok("bought the item")
-        return Verdict.fail(f"no new order for item {want}")
-
-    def _one_order(self, before: State, after: State, params: dict[str, Any]) -> list[str]:
-        extra = len(after["user"]["orders"]) - len(before["user"]["orders"])
-        return [f"{extra} orders placed"] if extra > 1 else []
 
     # --- screens ---
 
@@ -137,33 +124,7 @@ class ToyShop(Clone):
             '<form data-ev="search"><div class="field"><input name="query" id="query" placeholder="搜索商品" '
             f'value="{query}"></div></form>'
             '<button class="btn btn-block" id="go_list" data-ev="open_list">商品列表</button>'
-            '<button class="btn btn-block" id="boom" data-ev="boom">故障</button>'
             f'<div class="list" id="history">{searches}</div></div>'
             '<div class="tabbar"><div class="tab active" data-ev="open_list"><span class="icon"></span>首页</div>'
             '<div class="tab"><span class="icon"></span>我的</div></div>'
         )
-
-
-class OtherToy(ToyShop):
-    """A second clone, to check that one clone's snapshot cannot be restored into another's session."""
-
-    name: ClassVar[str] = "toy_other"
-    package: ClassVar[str] = "com.example.other"
-
-
-def register_toys() -> None:
-    register(ToyShop, TOY)
-    register(OtherToy, "toy_other")
-
-
-@contextmanager
-def toys_registered() -> Iterator[None]:
-    """The toy clones are registered only while a test module needs them, so other tests see
-    exactly the built-in clones."""
-    register_toys()
-    try:
-        yield
-    finally:
-        for name in (TOY, "toy_other"):
-            base._REGISTRY.pop(name, None)
-            base._INSTANCES.pop(name, None)

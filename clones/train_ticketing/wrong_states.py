@@ -1,0 +1,268 @@
+"""Plausible wrong outcomes of each train-ticketing task, registered beside the verifiers: the
+test suite checks, for every task, that its verifier rejects each of them.
+
+They are produced by the clone's own handlers: an edited golden plan played from the start (a
+different rider, seat or deadline), or events fired on the golden end state (an extra order, a
+passenger deleted on the way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from datetime import date, timedelta
+from typing import Any
+
+from clones.base import State, UIEvent, snapshot
+from clones.contracts import GoldenRun, WrongEnd
+from clones.train_ticketing import booking
+from clones.train_ticketing.timetable import available, legs_between
+from clones.train_ticketing.verifiers import VERIFIERS
+from realbench.errors import CloneError
+from realbench.taskpack import PlanStep, Task
+
+ANSWER_VERIFIERS = (
+    "answer_train_query",
+    "answer_stop_time",
+    "answer_sale",
+    "answer_transfer",
+    "answer_account",
+    "answer_id_valid",
+)
+
+
+# --- edited plans ----------------------------------------------------------------------------------
+
+
+def _plan(task: Task, steps: list[dict[str, Any]]) -> Task:
+    return task.model_copy(update={"golden": [PlanStep.model_validate(s) for s in steps]})
+
+
+def _steps(task: Task) -> list[dict[str, Any]]:
+    return [s.model_dump(exclude_none=True, exclude_defaults=False) for s in task.golden]
+
+
+def _replace_selector(task: Task, match: dict[str, Any], update: dict[str, Any]) -> Task | None:
+    steps = _steps(task)
+    for s in steps:
+        sel = s.get("tap")
+        if sel and all(sel.get(k) == v for k, v in match.items()):
+            sel.update(update)
+            return _plan(task, steps)
+    return None
+
+
+def _insert_before(task: Task, match: dict[str, Any], new_step: dict[str, Any]) -> Task | None:
+    steps = _steps(task)
+    for i, s in enumerate(steps):
+        sel = s.get("tap")
+        if sel and all(sel.get(k) == v for k, v in match.items()):
+            return _plan(task, steps[:i] + [new_step] + steps[i:])
+    return None
+
+
+def _played(run: GoldenRun, task: Task | None, label: str) -> WrongEnd:
+    if task is None:
+        raise CloneError(f"the golden plan of {run.instance.task.id} has no step to edit for {label!r}")
+    before, after, answer = run.play(run.instance.model_copy(update={"task": task}), None)
+    return WrongEnd(label, before, after, None)
+
+
+def _fire(run: GoldenRun, state: State, name: str, arg: str | None = None) -> None:
+    with contextlib.suppress(CloneError):
+        run.clone.handle(state, UIEvent(name, arg))
+
+
+# --- the generators ----------------------------------------------------------------------------------
+
+
+def _wrong_answer(answer: str) -> str:
+    if answer in ("有效", "无效"):
+        return "有效" if answer == "无效" else "无效"
+    digits = list(re.finditer(r"\d", answer))
+    if digits:
+        d = digits[-1]
+        return answer[: d.start()] + str((int(d.group()) + 1) % 10) + answer[d.end() :]
+    return "北京南" if answer != "北京南" else "上海"
+
+
+@VERIFIERS.wrong_end_states(*ANSWER_VERIFIERS)
+def wrong_answer_or_account_changed(run: GoldenRun) -> list[WrongEnd]:
+    after = snapshot(run.after)
+    _fire(run, after, "confirm_delete_passenger", "p5")
+    return [
+        WrongEnd("wrong answer", run.before, run.after, _wrong_answer(run.answer or "")),
+        WrongEnd("right answer, but a passenger deleted", run.before, after, run.answer),
+    ]
+
+
+def _other_rider(task: Task) -> tuple[str | None, str]:
+    names = set()
+    for s in task.golden:
+        if s.tap is not None and s.tap.resource_id in ("rider_chip", "wl_rider", "pick_name") and s.tap.text:
+            names.add(s.tap.text)
+    first = next(
+        s.tap.text
+        for s in task.golden
+        if s.tap is not None and s.tap.resource_id in ("rider_chip", "pick_name")
+    )
+    sub = next(n for n in ("陈静", "王芳", "李明") if n not in names)
+    return first, sub
+
+
+def _extra_order(run: GoldenRun, state: State) -> State:
+    """The task's order plus one more (张强, Guangzhou to Shenzhen), booked through the screens."""
+    after = snapshot(state)
+    _fire(run, after, "tab", "home")
+    after["ui"]["search"].update({"from": "广州", "to": "深圳"})
+    _fire(run, after, "search_trains")
+    for leg in legs_between(after["world"], "广州", "深圳", after["ui"]["search"]["date"]):
+        if available(after, leg.train, leg.day).get("edz", 0) > 0:
+            _fire(run, after, "open_train", leg.no)
+            _fire(run, after, "book_seat", "edz")
+            _fire(run, after, "toggle_rider", "p4")
+            _fire(run, after, "submit_order")
+            break
+    if len(after["user"]["orders"]) != len(state["user"]["orders"]) + 1:
+        raise CloneError("could not book the extra order on the clone")
+    return after
+
+
+@VERIFIERS.wrong_end_states("order_submitted")
+def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
+    task = run.instance.task
+    first, sub = _other_rider(task)
+    return [
+        _played(
+            run,
+            _replace_selector(task, {"text": first}, {"text": sub}),
+            f"booked for {sub} instead of {first}",
+        ),
+        WrongEnd("an extra order", run.before, _extra_order(run, run.after), None),
+    ]
+
+
+@VERIFIERS.wrong_end_states("order_paid", "order_cancelled")
+def paid_instead_of_cancelled(run: GoldenRun) -> list[WrongEnd]:
+    after = run.start()
+    unpaid = next(o for o in after["user"]["orders"] if o["status"] == "unpaid")
+    if run.instance.task.clone.verifier.name == "order_paid":
+        _fire(run, after, "confirm_cancel_order", unpaid["id"])
+        return [WrongEnd("cancelled instead of paid", run.before, after, None)]
+    _fire(run, after, "pay_order", unpaid["id"])
+    return [WrongEnd("paid instead of cancelled", run.before, after, None)]
+
+
+@VERIFIERS.wrong_end_states("ticket_refunded")
+def another_ticket_refunded(run: GoldenRun) -> list[WrongEnd]:
+    after = snapshot(run.after)
+    other = next(
+        f"{o['id']}#{i}"
+        for o in after["user"]["orders"]
+        for i, t in enumerate(o["tickets"])
+        if t["status"] == "paid"
+        and o["status"] == "paid"
+        and booking.order_departure(o) > booking.now_of(after)
+    )
+    _fire(run, after, "refund_ticket", other)
+    _fire(run, after, "confirm_refund")
+    return [WrongEnd("another ticket refunded as well", run.before, after, None)]
+
+
+@VERIFIERS.wrong_end_states("ticket_changed")
+def changed_to_the_wrong_train(run: GoldenRun) -> list[WrongEnd]:
+    task, inst = run.instance.task, run.instance
+    if inst.verifier_args.get("source") == "change_station":
+        station = inst.params["station"]
+        other = "常州北" if station != "常州北" else "南京南"
+        wrong = _replace_selector(task, {"resource_id": "new_station_name"}, {"text": other})
+    else:
+        wrong = _insert_before(
+            task, {"resource_id": "change_seat_edz"}, {"tap": {"resource_id": "change_next_day"}}
+        )
+    return [_played(run, wrong, "changed to the wrong train or station")]
+
+
+@VERIFIERS.wrong_end_states("waitlist_submitted")
+def wrong_waitlist_deadline(run: GoldenRun) -> list[WrongEnd]:
+    task = run.instance.task
+    wrong = _replace_selector(
+        task, {"resource_id": "deadline_1d"}, {"resource_id": "deadline_3d"}
+    ) or _replace_selector(task, {"resource_id": "deadline_6h"}, {"resource_id": "deadline_3d"})
+    if wrong is None:
+        wrong = _insert_before(task, {"text": "提交候补订单"}, {"tap": {"resource_id": "deadline_3d"}})
+    return [_played(run, wrong, "wrong waitlist deadline")]
+
+
+@VERIFIERS.wrong_end_states("reminder_set")
+def reminder_for_the_next_day(run: GoldenRun) -> list[WrongEnd]:
+    inst = run.instance
+    shifted = (date.fromisoformat(inst.params["date_date"]) + timedelta(days=1)).isoformat()
+    before, after, _ = run.play(
+        inst.model_copy(update={"params": {**inst.params, "date_date": shifted}}), None
+    )
+    return [WrongEnd("reminder for the next day", before, after, None)]
+
+
+@VERIFIERS.wrong_end_states("reminder_deleted", "waitlist_cancelled")
+def done_but_a_passenger_deleted(run: GoldenRun) -> list[WrongEnd]:
+    after = snapshot(run.after)
+    _fire(run, after, "confirm_delete_passenger", "p5")
+    return [WrongEnd("done, but a passenger deleted", run.before, after, None)]
+
+
+@VERIFIERS.wrong_end_states("passenger_added")
+def wrong_passenger_type(run: GoldenRun) -> list[WrongEnd]:
+    task = run.instance.task
+    wrong: Task | None
+    ptype_taps = [
+        s for s in task.golden if s.tap is not None and (s.tap.resource_id or "").startswith("ptype_")
+    ]
+    if ptype_taps:
+        wrong = _plan(task, [s.model_dump(exclude_none=True) for s in task.golden if s not in ptype_taps])
+    else:
+        wrong = _insert_before(
+            task, {"resource_id": "save_passenger"}, {"tap": {"resource_id": "ptype_student"}}
+        )
+    return [_played(run, wrong, "wrong passenger type")]
+
+
+@VERIFIERS.wrong_end_states("passenger_deleted")
+def deleted_the_wrong_passenger(run: GoldenRun) -> list[WrongEnd]:
+    task = run.instance.task
+    return [
+        _played(
+            run, _replace_selector(task, {"text": "陈静"}, {"text": "王芳"}), "deleted the wrong passenger"
+        )
+    ]
+
+
+@VERIFIERS.wrong_end_states("passenger_updated")
+def wrong_passenger_details(run: GoldenRun) -> list[WrongEnd]:
+    task, inst = run.instance.task, run.instance
+    wrong: Task | None
+    if inst.verifier_args.get("phone"):
+        steps = _steps(task)
+        for s in steps:
+            if isinstance(s.get("type"), dict):
+                s["type"]["text"] = "13500002223"
+        wrong = _plan(task, steps)
+    else:
+        wrong = _replace_selector(task, {"resource_id": "ptype_adult"}, {"resource_id": "ptype_child"})
+    return [_played(run, wrong, "wrong passenger details")]
+
+
+@VERIFIERS.wrong_end_states("messages_read")
+def opened_a_different_message(run: GoldenRun) -> list[WrongEnd]:
+    after = run.start()
+    titles = run.instance.verifier_args.get("titles") or []
+    unread = [m for m in after["user"]["messages"] if not m["read"] and m["title"] not in titles]
+    _fire(run, after, "open_message", unread[0]["id"])
+    return [WrongEnd("opened a different message", run.before, after, None)]
+
+
+@VERIFIERS.wrong_end_states("setting_set")
+def toggled_a_different_setting(run: GoldenRun) -> list[WrongEnd]:
+    after = run.start()
+    _fire(run, after, "toggle_setting", "night_mode")
+    return [WrongEnd("toggled a different setting", run.before, after, None)]

@@ -1,0 +1,78 @@
+"""Fixtures shared by the test modules.
+
+- `other_toy`: registers the test-only second toy clone for a module (the built-in clones, the
+  toy shop among them, are always registered); removed again through `clones.base.unregister`.
+- `clone_server` / `browser_pool`: one in-process clone server and one headless Chromium per module.
+- `adb_server_port`: a private adb server on a free port for the module (never the default 5037,
+  which other test runs on this machine may own), with adbutils' module-level client pointed at it.
+- `toy_pack`: the toy shop's task pack (taskpacks/toy).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from realbench.taskpack import TaskPack, load_pack
+from tests.other_toy import register_other_toy, unregister_other_toy
+
+REPO = Path(__file__).resolve().parents[1]
+TOY_PACK_PATH = REPO / "taskpacks" / "toy"
+
+
+@pytest.fixture(scope="module")
+def other_toy() -> Iterator[None]:
+    register_other_toy()
+    try:
+        yield
+    finally:
+        unregister_other_toy()
+
+
+@pytest.fixture(scope="module")
+def clone_server() -> Iterator[Any]:
+    from clones.server import CloneServer
+
+    with CloneServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser_pool() -> Iterator[Any]:
+    from devices.clone_browser import BrowserPool
+
+    with BrowserPool() as pool:
+        yield pool
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def adb_server_port() -> Iterator[int]:
+    adbutils = pytest.importorskip("adbutils")
+    port = free_port()
+    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(port)}
+    subprocess.run(["adb", "start-server"], env=env, check=True, capture_output=True, timeout=30)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ANDROID_ADB_SERVER_PORT", str(port))
+            # uiautomator2 uses the module-level client, created at import time with the default port.
+            mp.setattr(adbutils, "adb", adbutils.AdbClient(port=port))
+            yield port
+    finally:
+        subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def toy_pack() -> TaskPack:
+    return load_pack(TOY_PACK_PATH)
