@@ -1,7 +1,7 @@
 """The one episode loop, shared by every target (clone, clone-on-phone, real app).
 
-setup → observe → agent → boundary check → device, until terminate / answer / boundary / step
-budget / too many format errors / abort. A device failure ends the episode as `env_invalid` (an
+setup → observe → agent → step rules (`realbench.episode_step`, shared with the RL environments)
+→ device, until terminate / answer / boundary / step budget / too many format errors / abort. A device failure ends the episode as `env_invalid` (an
 unscored abort, rerun by the runner), never as an agent failure.
 """
 
@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from realbench.actions import Action, Answer, Terminate, Wait, action_to_dict
+from realbench.actions import Action, Wait, action_to_dict
 from realbench.agent import Agent, HistoryItem
-from realbench.boundary import boundary_hit
 from realbench.device import Target
+from realbench.episode_step import StepCounts, StepRules, decide_step
 from realbench.errors import BoundaryBlocked, DeviceError, ModelError, RealbenchError
 from realbench.hierarchy import Hierarchy
 from realbench.observation import ImageFormat, Observation
@@ -137,15 +137,17 @@ def run_episode(
     )
     boundary = instance.boundary()
     history: list[HistoryItem] = []
+    rules = StepRules(max_steps=task.max_steps, max_format_errors=max_format_errors)
+    counts = StepCounts()
     end = EndReason.STEP_BUDGET
-    consecutive_format_errors = 0
     withheld: Action | None = None
     try:
         result.device = target.describe()
         target.setup(instance)
         agent.reset(instance)
         device = target.device
-        for index in range(task.max_steps):
+        while True:
+            index = counts.steps
             t0 = time.perf_counter()
             obs = device.observe()
             t1 = time.perf_counter()
@@ -174,42 +176,37 @@ def run_episode(
                 HistoryItem(index=index, action=decision.action, thought=decision.thought, observation=obs)
             )
             action = decision.action
-            if action is None:
-                result.format_errors += 1
-                consecutive_format_errors += 1
-                if consecutive_format_errors >= max_format_errors:
-                    end = EndReason.FORMAT_ERRORS
-                    break
-                continue
-            consecutive_format_errors = 0
-            if isinstance(action, Answer):
-                result.answer = action.text
-                end = EndReason.ANSWER
-                break
-            if isinstance(action, Terminate):
-                end = EndReason.TERMINATE
-                break
-            hit = boundary_hit(
-                action, _parse_hierarchy(obs), boundary, (obs.screenshot.width, obs.screenshot.height)
+            rule = decide_step(
+                counts,
+                rules,
+                action,
+                hierarchy=_parse_hierarchy(obs) if boundary and action is not None else None,
+                boundary=boundary,
+                screen=(obs.screenshot.width, obs.screenshot.height),
+                delivers_boundary=target.delivers_boundary,
             )
-            if hit is not None:
-                step.boundary = hit.describe()
-                if target.delivers_boundary:
+            result.format_errors = counts.format_errors
+            if rule.answer is not None:
+                result.answer = rule.answer
+            if rule.boundary is not None:
+                step.boundary = rule.boundary
+            if rule.withheld:
+                withheld = action
+            if rule.send and action is not None:
+                if rule.boundary is not None:
                     _act(device, action, step)
                 else:
-                    withheld = action
-                end = EndReason.BOUNDARY
+                    try:
+                        _act(device, action, step)
+                    except BoundaryBlocked as exc:
+                        # The farm's interlock saw a commit control on the fresh screen: nothing was sent.
+                        step.boundary = f"interlock: {exc.control or exc.message}"
+                        withheld = action
+                        end = EndReason.BOUNDARY
+                        break
+            if rule.end is not None:
+                end = rule.end
                 break
-            try:
-                _act(device, action, step)
-            except BoundaryBlocked as exc:
-                # The farm's interlock saw a commit control on the fresh screen: nothing was sent.
-                step.boundary = f"interlock: {exc.control or exc.message}"
-                withheld = action
-                end = EndReason.BOUNDARY
-                break
-        else:
-            end = EndReason.STEP_BUDGET
         final = device.observe()
         result.final_screenshot = final.screenshot.data
         result.final_image_format = final.screenshot.format

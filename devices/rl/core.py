@@ -25,9 +25,9 @@ from devices.clone_device import CloneDevice
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
-from realbench.actions import Action, Answer, Terminate, action_from_json, action_to_dict, parse_action
-from realbench.boundary import boundary_hit
+from realbench.actions import Action, action_from_json, action_to_dict, parse_action
 from realbench.episode import decide_outcome
+from realbench.episode_step import StepCounts, StepRules, decide_step
 from realbench.errors import ActionError, ConfigError, DeviceError, DeviceLost, RealbenchError
 from realbench.hierarchy import Hierarchy, Selector
 from realbench.observation import ImageFormat, Observation
@@ -90,14 +90,11 @@ class RLCloneDevice(CloneDevice):
         return super().observe()
 
 
-@dataclass
-class _Episode:
+@dataclass(kw_only=True)
+class _Episode(StepCounts):
     instance: TaskInstance
     before: State
     boundary: list[Selector]
-    steps: int = 0
-    format_errors: int = 0
-    consecutive_format_errors: int = 0
     progress: float = 0.0
     episode_return: float = 0.0
     answer: str | None = None
@@ -352,39 +349,36 @@ class EnvCore:
             )
         if self.config.strict_actions:
             parse_policy_action(raw)  # raises ActionError before anything is counted
-        episode.steps += 1
         info: dict[str, Any] = {"format_error": None, "boundary": None, "action": None}
         reward = 0.0
-        end: EndReason | None = None
-        answer: str | None = None
+        action: Action | None
         try:
             action = parse_policy_action(raw)
         except ActionError as exc:
-            episode.format_errors += 1
-            episode.consecutive_format_errors += 1
+            action = None
             info["format_error"] = exc.message
             reward -= self.config.reward.format_error_penalty
-            if episode.consecutive_format_errors >= self.config.max_format_errors:
-                end = EndReason.FORMAT_ERRORS
         else:
-            episode.consecutive_format_errors = 0
             info["action"] = action_to_dict(action)
-            if isinstance(action, Answer):
-                answer, end = action.text, EndReason.ANSWER
-                episode.answer = answer
-            elif isinstance(action, Terminate):
-                end = EndReason.TERMINATE
-            else:
-                hit = self._boundary(episode, action)
-                assert self._device is not None
-                self._device.act(action)  # a clone delivers a boundary tap: crossing it is harmless here
-                self._last = self._observe()
-                if hit is not None:
-                    info["boundary"] = hit
-                    end = EndReason.BOUNDARY
-        truncated = end is None and episode.steps >= self._max_steps(episode)
-        if truncated:
-            end = EndReason.STEP_BUDGET
+        rule = decide_step(
+            episode,
+            StepRules(max_steps=self._max_steps(episode), max_format_errors=self.config.max_format_errors),
+            action,
+            hierarchy=self._hierarchy(episode) if action is not None else None,
+            boundary=episode.boundary,
+            screen=self._screen(),
+            delivers_boundary=True,  # a clone delivers a boundary tap: crossing it is harmless here
+        )
+        end, answer = rule.end, rule.answer
+        if answer is not None:
+            episode.answer = answer
+        if rule.send and action is not None:
+            assert self._device is not None
+            self._device.act(action)
+            self._last = self._observe()
+        if rule.boundary is not None:
+            info["boundary"] = rule.boundary
+        truncated = end is EndReason.STEP_BUDGET
         shaped = self.config.reward.shaped
         verdict = self._verdict(answer) if end is not None or shaped else None
         if shaped and verdict is not None:
@@ -405,17 +399,20 @@ class EnvCore:
             info=info,
         )
 
-    def _boundary(self, episode: _Episode, action: Action) -> str | None:
+    def _hierarchy(self, episode: _Episode) -> Hierarchy | None:
+        """The last observation's hierarchy, for the boundary rule (None where it has nothing to check)."""
         last = self._last
         if not episode.boundary or last is None or not last.hierarchy:
             return None
         try:
-            hierarchy = Hierarchy(last.hierarchy)
+            return Hierarchy(last.hierarchy)
         except RealbenchError:
             log.warning("environment %d: unparseable hierarchy; boundary check skipped", self.env_id)
             return None
-        hit = boundary_hit(action, hierarchy, episode.boundary, (last.width, last.height))
-        return hit.describe() if hit is not None else None
+
+    def _screen(self) -> tuple[int, int]:
+        last = self._last
+        return (last.width, last.height) if last is not None else (0, 0)
 
     def _max_steps(self, episode: _Episode) -> int:
         return self.config.max_steps or episode.instance.task.max_steps
@@ -423,21 +420,8 @@ class EnvCore:
     def _verdict(self, answer: str | None) -> Verdict:
         episode = self._episode
         assert episode is not None and self._session is not None
-        side = episode.instance.task.clone
-        args = episode.instance.verifier_args
         with self._session.lock:
-            after = self._session.state
-            verdict = self.clone.verify(side.verifier.name, episode.before, after, args, answer)
-            found = (
-                self.clone.side_effects(side.side_effect_checks, episode.before, after, args)
-                if side.side_effect_checks
-                else []
-            )
-        effects = [*verdict.side_effects, *found]
-        if effects:
-            reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
-            verdict = verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
-        return verdict
+            return self.clone.verify_instance(episode.instance, episode.before, self._session.state, answer)
 
     def _terminal_reward(self, verdict: Verdict) -> float:
         cfg = self.config.reward
