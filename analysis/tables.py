@@ -26,14 +26,11 @@ import pandas as pd
 
 from analysis.selection import RecordedTrace
 from realbench.errors import AnalysisError, ConfigError, StoreError
+from realbench.store import is_run_store
 
 log = logging.getLogger(__name__)
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".tsv")
-
-
-def is_run_store(path: Path) -> bool:
-    return path.is_dir() and (path / "index.sqlite").exists()
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from realbench.agent import Agent
 from realbench.device import Target, TargetKind
 from realbench.errors import ConfigError, UnknownNameError
 from realbench.golden import GoldenAgent
+from realbench.run_config import RunConfig
 from realbench.runner import LocalRunner, default_run_id, plan_episodes
 from realbench.store import RunStore
 from realbench.taskpack import TaskPack, load_pack
@@ -97,73 +98,63 @@ def phone_targets(pack: TaskPack, kind: TargetKind, rig: Path | None) -> Iterato
         yield targets
 
 
-def run_pack(
-    *,
-    pack_path: Path,
-    out: Path,
-    target: str,
-    agent: str,
-    repeats: int = 1,
-    seed: int = 0,
-    tasks: str | None = None,
-    workers: int = 1,
-    run_id: str | None = None,
-    rig: Path | None = None,
-    scheduler: str = "local",
-    server_url: str | None = None,
-    drift: str | None = None,
-    scale: float = 2.625,
-    agent_options: dict[str, Any] | None = None,
-    max_attempts: int = 3,
-    progress: bool = True,
-) -> dict[str, Any]:
+def run_pack(config: RunConfig) -> dict[str, Any]:
+    """Run `config.pack` on its target with its agent; returns the run's summary."""
+    c = config
     try:
-        kind = TargetKind(target)
+        kind = TargetKind(c.target)
     except ValueError:
-        raise UnknownNameError("target", target, [k.value for k in TargetKind]) from None
-    pack = load_pack(pack_path)
-    keys = plan_episodes(pack, task_ids=parse_task_selection(tasks), repeats=repeats, seed=seed)
-    factory = make_agent_factory(agent, pack, agent_options or {}, seed)
+        raise UnknownNameError("target", c.target, [k.value for k in TargetKind]) from None
+    pack = load_pack(c.pack)
+    keys = plan_episodes(pack, task_ids=parse_task_selection(c.tasks), repeats=c.repeats, seed=c.seed)
+    factory = make_agent_factory(c.agent, pack, c.agent_options.model_dump(), c.seed)
     probe = factory()
     # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
     agent_name = probe.name
-    rid = run_id or default_run_id(agent_name, kind.value)
+    rid = c.run_id or default_run_id(agent_name, kind.value)
     settings = getattr(probe, "settings", None)
-    store = RunStore(out)
-    config = {
-        "pack": str(pack_path),
+    store = RunStore(c.out)
+    recorded = {
+        "pack": str(c.pack),
         "target": kind.value,
-        "agent": agent,
-        "repeats": repeats,
-        "seed": seed,
-        "tasks": tasks,
-        "drift": drift,
-        "scale": scale,
-        "rig": str(rig) if rig else None,
-        "scheduler": scheduler,
-        "model": (agent_options or {}).get("model"),
-        "format": (agent_options or {}).get("fmt"),
+        "agent": c.agent,
+        "repeats": c.repeats,
+        "seed": c.seed,
+        "tasks": c.tasks,
+        "drift": c.drift,
+        "scale": c.scale,
+        "rig": str(c.rig) if c.rig else None,
+        "scheduler": c.scheduler,
+        "model": c.agent_options.model,
+        "format": c.agent_options.fmt,
         "agent_settings": settings() if callable(settings) else None,
     }
-    store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=config)
+    store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded)
     with ExitStack() as stack:
         if kind is TargetKind.CLONE:
             targets = stack.enter_context(
-                clone_targets(pack, workers=workers, server_url=server_url, drift=drift, scale=scale)
+                clone_targets(pack, workers=c.workers, server_url=c.server_url, drift=c.drift, scale=c.scale)
             )
         else:
-            targets = stack.enter_context(phone_targets(pack, kind, rig))
+            targets = stack.enter_context(phone_targets(pack, kind, c.rig))
         executor = None
-        if scheduler == "ray":
+        if c.scheduler == "ray":
             from devices.farm.ray_scheduler import ray_executor
 
-            executor = stack.enter_context(ray_executor(pack, rig, kind, factory))
-        elif scheduler != "local":
-            raise UnknownNameError("scheduler", scheduler, ["local", "ray"])
+            executor = stack.enter_context(ray_executor(pack, c.rig, kind, factory))
+        elif c.scheduler != "local":
+            raise UnknownNameError("scheduler", c.scheduler, ["local", "ray"])
         runner = LocalRunner(
-            store, rid, pack, targets, factory, max_attempts=max_attempts, progress=progress, execute=executor
+            store,
+            rid,
+            pack,
+            targets,
+            factory,
+            max_attempts=c.max_attempts,
+            progress=c.progress,
+            execute=executor,
         )
         summary = runner.run(keys)
-    summary.write(out / "summary.json")
+    summary.write(c.out / "summary.json")
     store.close()
     return summary.data

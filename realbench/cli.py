@@ -89,7 +89,9 @@ def check_pack_cmd(
         raise typer.Exit(code=2)
 
 
-AgentOption = Annotated[str, typer.Option("--agent", help="golden | openai | synthetic:NAME | replay:STORE")]
+AgentOption = Annotated[
+    str, typer.Option("--agent", help="golden | openai | synthetic:NAME | replay:STORE[#RUN_ID]")
+]
 
 
 @app.command("run")
@@ -138,9 +140,10 @@ def run_cmd(
 ) -> None:
     """Run a task pack on a target with an agent; writes DIR/summary.json. Re-running resumes."""
     from devices.pack_run import run_pack
+    from realbench.run_config import AgentOptions, RunConfig
 
-    summary = run_pack(
-        pack_path=pack,
+    config = RunConfig(
+        pack=pack,
         out=out,
         target=target,
         agent=agent,
@@ -154,10 +157,11 @@ def run_cmd(
         server_url=server_url,
         drift=drift,
         scale=scale,
-        agent_options={"base_url": base_url, "model": model, "fmt": fmt, "api_key_env": api_key_env},
+        agent_options=AgentOptions(base_url=base_url, model=model, fmt=fmt, api_key_env=api_key_env),
         max_attempts=max_attempts,
         progress=progress,
     )
+    summary = run_pack(config)
     _print_summary(summary)
 
 

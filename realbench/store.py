@@ -56,6 +56,10 @@ CREATE INDEX IF NOT EXISTS verdicts_by_episode ON verdicts(episode_id);
 """
 
 
+def is_run_store(path: Path) -> bool:
+    return path.is_dir() and (path / "index.sqlite").exists()
+
+
 @dataclass(frozen=True)
 class EpisodeKey:
     """Identifies one planned episode of a run (attempts of it are numbered apart)."""

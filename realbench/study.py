@@ -137,19 +137,22 @@ class Study:
         self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None
     ) -> dict[str, Any]:
         from devices.pack_run import run_pack
+        from realbench.run_config import RunConfig
 
         summary = run_pack(
-            pack_path=self.cfg.pack,
-            out=out,
-            target=target,
-            agent=agent,
-            repeats=repeats,
-            seed=self.cfg.seed,
-            tasks=tasks,
-            workers=self.cfg.workers,
-            rig=self._rig() if target != "clone" else None,
-            scale=self.cfg.scale,
-            progress=self.cfg.progress,
+            RunConfig(
+                pack=self.cfg.pack,
+                out=out,
+                target=target,
+                agent=agent,
+                repeats=repeats,
+                seed=self.cfg.seed,
+                tasks=tasks,
+                workers=self.cfg.workers,
+                rig=self._rig() if target != "clone" else None,
+                scale=self.cfg.scale,
+                progress=self.cfg.progress,
+            )
         )
         self.summaries[f"{summary['run_id']}"] = summary
         return summary

@@ -3,7 +3,8 @@
 
 Spec values: ``golden`` (the task's plan), ``openai`` (a model behind an OpenAI-compatible
 endpoint; needs base_url and model), ``synthetic:NAME`` (a labelled synthetic policy, see
-`realbench.agents.synthetic`).
+`realbench.agents.synthetic`), ``replay:STORE[#RUN_ID]`` (the actions of a stored run's episodes,
+see `realbench.replay_agent.StoredEpisodeAgent`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from realbench.agents.client import ChatClient, ChatEndpoint
     from realbench.taskpack import TaskPack
 
-AGENT_SPECS = ("golden", "openai", "synthetic:NAME")
+AGENT_SPECS = ("golden", "openai", "synthetic:NAME", "replay:STORE")
 DEFAULT_FORMAT = "qwen-mobile"
 
 _clients: dict[str, ChatClient] = {}
@@ -67,6 +68,10 @@ def make_agent(
         from realbench.agents.synthetic import SyntheticPolicy
 
         return SyntheticPolicy(spec.split(":", 1)[1], seed=seed)
+    if spec.startswith("replay:"):
+        from realbench.replay_agent import StoredEpisodeAgent
+
+        return StoredEpisodeAgent(spec.split(":", 1)[1])
     if spec == "openai":
         from realbench.agents.client import ChatEndpoint
         from realbench.agents.formats import get_format
