@@ -151,12 +151,8 @@ def _toy_pack() -> TaskPack:
 
 
 @pytest.fixture(scope="module")
-def clone_env():
-    from clones.server import CloneServer
-    from devices.clone_browser import BrowserPool
-
-    with CloneServer() as clone_server, BrowserPool() as pool:
-        yield clone_server, pool
+def clone_env(clone_server, browser_pool):
+    return clone_server, browser_pool
 
 
 @pytest.mark.browser

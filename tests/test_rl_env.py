@@ -308,3 +308,37 @@ def test_train_ticketing_golden_plan_earns_reward_one_through_its_registered_id(
     finally:
         env.close()
     assert info["outcome"] == "success" and total == 1.0, info.get("verdict")
+
+
+REGISTERED_IDS = sorted(i for i in gym.registry if i.startswith("realbench/"))
+
+
+def test_every_pack_has_a_registered_id():
+    from devices.rl import GENERIC_ENV, PACK_ENVS
+    from devices.rl.config import TASKPACKS
+
+    assert sorted(PACK_ENVS.values()) == sorted(p.parent.name for p in TASKPACKS.glob("*/pack.yaml"))
+    assert set(REGISTERED_IDS) == {*PACK_ENVS, GENERIC_ENV}
+
+
+@pytest.mark.parametrize("env_id", REGISTERED_IDS)
+def test_every_registered_id_passes_check_env_and_a_golden_episode(host, env_id):
+    """Conformance over everything registered: Gymnasium's checker, then one golden episode that
+    earns the success reward (a commit-boundary task where the pack has one)."""
+    from devices.rl import PACK_ENVS
+    from devices.rl.config import TASKPACKS
+    from realbench.taskpack import load_pack
+
+    pack_name = PACK_ENVS.get(env_id, "toy")
+    pack = load_pack(TASKPACKS / pack_name)
+    task = next((t for t in pack.tasks if t.real.boundary), pack.tasks[0])
+    kwargs = {} if env_id in PACK_ENVS else {"pack": str(TASKPACKS / pack_name)}
+    env = gym.make(env_id, task_id=task.id, **kwargs)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env.unwrapped, skip_render_check=True)
+        total, info = _golden_episode(env.unwrapped, seed=0)
+    finally:
+        env.close()
+    assert info["outcome"] == "success" and total == 1.0, info.get("verdict")

@@ -12,17 +12,14 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def target():
-    from clones.server import CloneServer
-    from devices.clone_browser import BrowserPool
+def target(clone_server, browser_pool):
     from devices.clone_target import CloneTarget
 
-    with CloneServer() as server, BrowserPool() as pool:
-        t = CloneTarget(PACK, server.url, browser=pool, scale=1.0)
-        try:
-            yield t
-        finally:
-            t.teardown()
+    t = CloneTarget(PACK, clone_server.url, browser=browser_pool, scale=1.0)
+    try:
+        yield t
+    finally:
+        t.teardown()
 
 
 @pytest.mark.parametrize("task_id", [t.id for t in PACK.tasks])

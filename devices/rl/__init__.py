@@ -4,7 +4,8 @@ HTTP rollout service with a thin client, and Ray actors for multi-host runs. See
 Importing this package registers the Gymnasium ids (``gymnasium.make("devices.rl:realbench/bank-v1")``
 imports it on the fly):
 
-- ``realbench/train_ticketing-v1`` and ``realbench/bank-v1``: the task packs under taskpacks/;
+- ``realbench/train_ticketing-v1``, ``realbench/bank-v1`` and ``realbench/toy-v1``: the task packs
+  under taskpacks/;
 - ``realbench/clone-v1``: any pack, passed as ``pack=PATH``.
 """
 
@@ -13,7 +14,11 @@ from __future__ import annotations
 import gymnasium
 
 ENTRY_POINT = "devices.rl.gym_env:RealbenchEnv"
-PACK_ENVS = {"realbench/train_ticketing-v1": "train_ticketing", "realbench/bank-v1": "bank"}
+PACK_ENVS = {
+    "realbench/train_ticketing-v1": "train_ticketing",
+    "realbench/bank-v1": "bank",
+    "realbench/toy-v1": "toy",
+}
 GENERIC_ENV = "realbench/clone-v1"
 
 
