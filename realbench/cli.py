@@ -142,7 +142,7 @@ def run_cmd(
     from devices.pack_run import run_pack
     from realbench.run_config import AgentOptions, RunConfig
 
-    config = RunConfig(
+    config = RunConfig.of(
         pack=pack,
         out=out,
         target=target,

@@ -6,8 +6,11 @@ One model for the CLI, the study and anything else that runs a pack (`devices.pa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from realbench.errors import ConfigError
 
 
 class AgentOptions(BaseModel):
@@ -41,3 +44,13 @@ class RunConfig(BaseModel):
     agent_options: AgentOptions = Field(default_factory=AgentOptions)
     max_attempts: int = Field(default=3, ge=1)  # attempts per episode when the device fails
     progress: bool = True
+
+    @classmethod
+    def of(cls, **settings: Any) -> RunConfig:
+        """A RunConfig from settings (CLI options), refused as a ConfigError naming the setting."""
+        try:
+            return cls(**settings)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ConfigError(f"run setting {where}: {err['msg']} (got {err.get('input')!r})") from None
