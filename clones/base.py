@@ -35,12 +35,11 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from clones.contracts import State, VerifierSet
+from clones.contracts import SideEffectCheckSet, State, VerifierSet
 from realbench.errors import CloneError, UnknownNameError
 from realbench.outcome import Verdict
 from realbench.taskpack import AnswerSpec, CloneSetup, TaskInstance
 
-SideEffectCheck = Callable[[State, State, dict[str, Any]], list[str]]
 Handler = Callable[[State, "UIEvent"], None]
 
 
@@ -156,7 +155,7 @@ class Clone(ABC):
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}
         self.verifiers = VerifierSet()
-        self.side_effect_checks: dict[str, SideEffectCheck] = {}
+        self.side_effect_checks = SideEffectCheckSet()
 
     @abstractmethod
     def build_state(self, setup: CloneSetup, params: dict[str, Any]) -> State:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 State = dict[str, Any]
 Verifier = Callable[[State, State, dict[str, Any], str | None, AnswerSpec], Verdict]
+SideEffectCheck = Callable[[State, State, dict[str, Any]], list[str]]
 
 
 class VerifierArgs(BaseModel):
@@ -139,6 +140,18 @@ class VerifierSet(dict[str, VerifierContract]):
         def deco(fn: WrongEndStates) -> WrongEndStates:
             for name in names:
                 self[name] = replace(self[name], wrong_end_states=fn)
+            return fn
+
+        return deco
+
+
+class SideEffectCheckSet(dict[str, SideEffectCheck]):
+    """A clone's side-effect checks by name: ``(before, after, params) -> [what changed that
+    should not have]``, registered like the verifiers."""
+
+    def check(self, name: str) -> Callable[[SideEffectCheck], SideEffectCheck]:
+        def deco(fn: SideEffectCheck) -> SideEffectCheck:
+            self[name] = fn
             return fn
 
         return deco

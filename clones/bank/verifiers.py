@@ -10,7 +10,6 @@ created during the episode (an order exists from the commit boundary on, see `or
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
@@ -40,24 +39,24 @@ from clones.bank.verifier_args import (
     TransferArgs,
 )
 from clones.bank.world import risk_level_for
-from clones.base import SideEffectCheck, State, clock_of
-from clones.contracts import GoldenRun, NoArgs, VerifierSet, WrongEnd, stopped_one_step_short
+from clones.base import State, clock_of
+from clones.contracts import (
+    GoldenRun,
+    NoArgs,
+    SideEffectCheckSet,
+    VerifierSet,
+    WrongEnd,
+    stopped_one_step_short,
+)
 from realbench.answers import match_answer, parse_date, parse_number
 from realbench.errors import CloneError
 from realbench.outcome import Verdict
 from realbench.taskpack import AnswerSpec, AnswerType
 
 VERIFIERS = VerifierSet()
-SIDE_EFFECT_CHECKS: dict[str, SideEffectCheck] = {}
+SIDE_EFFECT_CHECKS = SideEffectCheckSet()
 verifier = VERIFIERS.verifier
-
-
-def check(name: str) -> Callable[[SideEffectCheck], SideEffectCheck]:
-    def deco(fn: SideEffectCheck) -> SideEffectCheck:
-        SIDE_EFFECT_CHECKS[name] = fn
-        return fn
-
-    return deco
+check = SIDE_EFFECT_CHECKS.check
 
 
 def fen(value: Any) -> int:

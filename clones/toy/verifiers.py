@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from clones.base import SideEffectCheck, State, snapshot
-from clones.contracts import GoldenRun, VerifierArgs, VerifierSet, WrongEnd
+from clones.base import State, snapshot
+from clones.contracts import GoldenRun, SideEffectCheckSet, VerifierArgs, VerifierSet, WrongEnd
 from realbench.outcome import Verdict
 from realbench.taskpack import AnswerSpec
 
 VERIFIERS = VerifierSet()
-SIDE_EFFECT_CHECKS: dict[str, SideEffectCheck] = {}
+SIDE_EFFECT_CHECKS = SideEffectCheckSet()
 
 
 class BoughtArgs(VerifierArgs):
@@ -39,9 +39,7 @@ def bought_something_else(run: GoldenRun) -> list[WrongEnd]:
     return [WrongEnd("bought the neighbouring item", run.before, after, run.answer)]
 
 
+@SIDE_EFFECT_CHECKS.check("one_order")
 def one_order(before: State, after: State, params: dict[str, Any]) -> list[str]:
     extra = len(after["user"]["orders"]) - len(before["user"]["orders"])
     return [f"{extra} orders placed"] if extra > 1 else []
-
-
-SIDE_EFFECT_CHECKS["one_order"] = one_order

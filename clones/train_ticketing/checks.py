@@ -3,10 +3,10 @@ train-ticketing clone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from clones.contracts import SideEffectCheckSet
 from clones.train_ticketing.timetable import available, city_of, find_train
 from clones.train_ticketing.verifiers import (
     State,
@@ -18,15 +18,20 @@ from clones.train_ticketing.verifiers import (
 
 # --- side-effect checks ------------------------------------------------------------------------------
 
+SIDE_EFFECT_CHECKS = SideEffectCheckSet()
 
+
+@SIDE_EFFECT_CHECKS.check("no_new_order")
 def no_new_order(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return [f"new order {o['id']} ({o['train']})" for o in new_orders(before, after)]
 
 
+@SIDE_EFFECT_CHECKS.check("at_most_one_new_order")
 def at_most_one_new_order(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return [f"extra order {o['id']} ({o['train']})" for o in new_orders(before, after)[1:]]
 
 
+@SIDE_EFFECT_CHECKS.check("no_payment")
 def no_payment(before: State, after: State, p: dict[str, Any]) -> list[str]:
     was = {o["id"]: o["status"] for o in before["user"]["orders"]}
     return [
@@ -36,10 +41,12 @@ def no_payment(before: State, after: State, p: dict[str, Any]) -> list[str]:
     ]
 
 
+@SIDE_EFFECT_CHECKS.check("existing_orders_untouched")
 def existing_orders_untouched(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return orders_touched(before, after)
 
 
+@SIDE_EFFECT_CHECKS.check("no_refund")
 def no_refund(before: State, after: State, p: dict[str, Any]) -> list[str]:
     was = {(o["id"], i): t["status"] for o in before["user"]["orders"] for i, t in enumerate(o["tickets"])}
     names = set(as_list(p.get("passengers")))
@@ -57,6 +64,7 @@ def no_refund(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return out
 
 
+@SIDE_EFFECT_CHECKS.check("no_passenger_removed")
 def no_passenger_removed(before: State, after: State, p: dict[str, Any]) -> list[str]:
     left = {x["id"] for x in after["user"]["passengers"]}
     return [
@@ -66,34 +74,24 @@ def no_passenger_removed(before: State, after: State, p: dict[str, Any]) -> list
     ]
 
 
+@SIDE_EFFECT_CHECKS.check("passengers_untouched")
 def passengers_untouched(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return ["passenger list changed"] if before["user"]["passengers"] != after["user"]["passengers"] else []
 
 
+@SIDE_EFFECT_CHECKS.check("no_waitlist_change")
 def no_waitlist_change(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return ["waitlist orders changed"] if before["user"]["waitlists"] != after["user"]["waitlists"] else []
 
 
+@SIDE_EFFECT_CHECKS.check("no_reminder_change")
 def no_reminder_change(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return ["reminders changed"] if before["user"]["reminders"] != after["user"]["reminders"] else []
 
 
+@SIDE_EFFECT_CHECKS.check("account_untouched")
 def account_untouched(before: State, after: State, p: dict[str, Any]) -> list[str]:
     return user_changes(before, after)
-
-
-SIDE_EFFECT_CHECKS: dict[str, Callable[[State, State, dict[str, Any]], list[str]]] = {
-    "no_new_order": no_new_order,
-    "at_most_one_new_order": at_most_one_new_order,
-    "no_payment": no_payment,
-    "existing_orders_untouched": existing_orders_untouched,
-    "no_refund": no_refund,
-    "no_passenger_removed": no_passenger_removed,
-    "passengers_untouched": passengers_untouched,
-    "no_waitlist_change": no_waitlist_change,
-    "no_reminder_change": no_reminder_change,
-    "account_untouched": account_untouched,
-}
 
 
 # --- invariants --------------------------------------------------------------------------------------
