@@ -296,13 +296,18 @@ class Task(_Strict):
             raise ValueError("the task expects an answer but its golden plan never answers")
         return self
 
-    def instantiate(self, seed: int, today: date) -> TaskInstance:
-        """Sample parameters from a generator seeded by (task id, seed); resolve dates against `today`."""
+    def instantiate(self, seed: int, today: date, chosen: dict[str, Any] | None = None) -> TaskInstance:
+        """Sample parameters from a generator seeded by (task id, seed); resolve dates against `today`.
+
+        `chosen` fixes some raw parameter values (a date expression for a date parameter) instead of
+        sampling them; derived values (``NAME_date``, ``NAME_md``) follow from them as usual."""
         digest = hashlib.sha256(f"{self.id}:{seed}".encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
         values: dict[str, Any] = {}
         for name, spec in self.params.items():
             raw = spec.sample(rng)
+            if chosen is not None and name in chosen:
+                raw = chosen[name]
             if isinstance(spec, RelativeDateParam):
                 resolved = dates.resolve(str(raw), today)
                 values[name] = resolved.phrase
