@@ -50,10 +50,13 @@ def check_pack_cmd(
     paths: Annotated[list[Path], typer.Argument(help="pack.yaml files or folders under taskpacks/")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Validate task packs: schema, registered clone/verifier names and commit-boundary safety rules."""
+    """Validate task packs: schema, registered clone/verifier names, commit-boundary safety rules, and
+    safety by effect (each golden plan run on the clone: account changes only behind a boundary)."""
+    import functools
     import json
 
     from clones.base import clone_names, get_clone
+    from clones.effects import effect_problems
     from realbench.errors import PackError
     from realbench.taskpack import check_pack, load_pack
 
@@ -73,6 +76,9 @@ def check_pack_cmd(
                 has_clone=lambda n: n in clone_names(),
                 has_verifier=has_verifier,
                 has_side_effect_check=has_check,
+                account_effect=functools.partial(effect_problems, get_clone(pack.clone))
+                if pack.clone in clone_names()
+                else None,
             )
             if problems:
                 raise PackError(pack.path or str(path), problems)
