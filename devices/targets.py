@@ -17,6 +17,7 @@ from realbench.agent import Agent
 from realbench.device import Target, TargetKind
 from realbench.errors import ConfigError, UnknownNameError
 from realbench.golden import GoldenAgent
+from realbench.real_allowed import SkippedTask, split_real_allowed
 from realbench.runner import LocalRunner, default_run_id, plan_episodes
 from realbench.store import RunStore
 from realbench.taskpack import TaskPack, load_pack
@@ -122,6 +123,9 @@ def run_pack(
         raise UnknownNameError("target", target, [k.value for k in TargetKind]) from None
     pack = load_pack(pack_path)
     keys = plan_episodes(pack, task_ids=parse_task_selection(tasks), repeats=repeats, seed=seed)
+    skipped: list[SkippedTask] = []
+    if kind is TargetKind.REAL:
+        keys, skipped = split_real_allowed(pack, keys)
     factory = make_agent_factory(agent, pack, agent_options or {}, seed)
     probe = factory()
     # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
@@ -143,6 +147,7 @@ def run_pack(
         "model": (agent_options or {}).get("model"),
         "format": (agent_options or {}).get("fmt"),
         "agent_settings": settings() if callable(settings) else None,
+        "skipped": [s.as_dict() for s in skipped],
     }
     store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=config)
     with ExitStack() as stack:

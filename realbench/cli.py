@@ -175,6 +175,7 @@ def run_cmd(
         progress=progress,
     )
     _print_summary(summary)
+    _print_skipped(summary)
 
 
 def _print_summary(data: dict[str, object]) -> None:
@@ -192,6 +193,17 @@ def _print_summary(data: dict[str, object]) -> None:
         table = Table("outcome", "attempts")
         for name, count in outcomes.items():
             table.add_row(str(name), str(count))
+        console.print(table)
+
+
+def _print_skipped(data: dict[str, object]) -> None:
+    skipped = data.get("skipped") or []
+    if isinstance(skipped, list) and skipped:
+        from rich.table import Table
+
+        table = Table("task", "reason", title=f"{data['run_id']}: skipped on the real side")
+        for s in skipped:
+            table.add_row(str(s["task"]), str(s["reason"]))
         console.print(table)
 
 
@@ -225,6 +237,7 @@ def show_cmd(
             rate = t["successes"] / t["episodes"] if t["episodes"] else float("nan")
             table.add_row(task_id, str(t["episodes"]), str(t["successes"]), f"{rate:.0%}", str(t["aborted"]))
         console.print(table)
+        _print_skipped(data)
 
 
 @app.command("clone-stats")
