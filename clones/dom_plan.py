@@ -20,6 +20,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from clones.base import Clone, State, UIEvent
+from clones.screen import SCREEN_CLOSE, SCREEN_OPEN, screen_html
 from realbench.actions import Key
 from realbench.errors import CloneError
 from realbench.hierarchy import Node, Selector
@@ -235,6 +236,11 @@ def _walk(el: DomNode, package: str, labels: dict[str, DomNode], out: list[DomNo
     return [el]
 
 
+def screen_page(clone: Clone, state: State) -> str:
+    """The markup the page runtime walks for this state (the children of ``#app``, drift aside)."""
+    return f"{SCREEN_OPEN}{screen_html(clone, state)}{SCREEN_CLOSE}"
+
+
 def parse(html: str, package: str) -> list[DomNode]:
     """The nodes of the hierarchy the page runtime would dump, in document order (layout aside)."""
     builder = _TreeBuilder()
@@ -289,7 +295,7 @@ class DomPlanRunner:
         self._refresh()
 
     def _refresh(self) -> None:
-        self.nodes = parse(self.clone.render(self.state), self.clone.package)
+        self.nodes = parse(screen_page(self.clone, self.state), self.clone.package)
         self.fields = {
             d.attrs["name"]: d.attrs.get("value", "") if d.tag == "input" else _field_text(d)
             for d in self.nodes

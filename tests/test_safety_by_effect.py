@@ -104,3 +104,16 @@ def test_every_real_allowed_task_types_no_personal_data() -> None:
         for task in pack.tasks:
             if task.real.allowed:
                 assert personal_data(task) == [], task.id
+
+
+def test_a_real_run_plans_only_allowed_tasks_and_says_why_the_others_are_skipped() -> None:
+    from realbench.real_allowed import split_real_allowed
+    from realbench.runner import plan_episodes
+
+    pack = PACKS["train_ticketing"]
+    tasks = ["passenger-delete", "passenger-add", "settings-push-off", "reminder-delete"]
+    keys = plan_episodes(pack, task_ids=tasks, repeats=2)
+    runnable, skipped = split_real_allowed(pack, keys)
+    assert [k.task for k in runnable] == ["passenger-delete", "passenger-delete"]
+    assert [s.task for s in skipped] == ["passenger-add", "settings-push-off", "reminder-delete"]
+    assert all(s.reason.startswith("not allowed on a real account: ") and len(s.reason) > 40 for s in skipped)
