@@ -37,10 +37,10 @@ def _with_real(task: Task, **update: object) -> Task:
 
 @pytest.mark.parametrize("name", sorted(PACKS))
 def test_both_packs_pass_safety_by_effect(name: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()
     assert _check(PACKS[name]) == []
-    # the rule runs in the fast tier for both packs; keep it well under a minute even on a loaded box
-    assert time.perf_counter() - start < 60
+    # the rule runs in the fast tier for both packs: a few CPU seconds each (wall time depends on load)
+    assert time.process_time() - start < 20
 
 
 def test_an_unguarded_account_change_is_refused_naming_task_and_state() -> None:
