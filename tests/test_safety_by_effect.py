@@ -5,6 +5,7 @@ personal data a real person could hold."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -15,7 +16,8 @@ from clones.train_ticketing.idcard import id_problem
 from realbench.personal_data import id_checksum_valid, personal_data
 from realbench.taskpack import RealSide, Task, TaskPack, check_pack, load_pack
 
-PACKS = {name: load_pack(f"taskpacks/{name}") for name in ("train_ticketing", "bank")}
+ROOT = Path(__file__).resolve().parent.parent
+PACKS = {name: load_pack(ROOT / "taskpacks" / name) for name in ("train_ticketing", "bank")}
 
 
 def _check(pack: TaskPack) -> list[str]:
@@ -117,3 +119,22 @@ def test_a_real_run_plans_only_allowed_tasks_and_says_why_the_others_are_skipped
     assert [k.task for k in runnable] == ["passenger-delete", "passenger-delete"]
     assert [s.task for s in skipped] == ["passenger-add", "settings-push-off", "reminder-delete"]
     assert all(s.reason.startswith("not allowed on a real account: ") and len(s.reason) > 40 for s in skipped)
+
+
+def test_the_check_pack_command_refuses_an_unguarded_task(tmp_path: Path) -> None:
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from realbench.cli import app
+
+    raw = yaml.safe_load((ROOT / "taskpacks" / "train_ticketing" / "pack.yaml").read_text(encoding="utf-8"))
+    raw["tasks"] = [t for t in raw["tasks"] if t["id"] in ("passenger-delete", "lookup-train-count")]
+    raw["tasks"][-1]["real"].pop("boundary")
+    (tmp_path / "pack.yaml").write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    result = CliRunner().invoke(app, ["check-pack", "--json", str(tmp_path / "pack.yaml")])
+    assert result.exit_code == 2, result.output
+    report = json.loads(result.stdout)
+    problems = report[str(tmp_path / "pack.yaml")]["problems"]
+    assert len(problems) == 1 and "passenger-delete" in problems[0] and "/user/passengers" in problems[0]
