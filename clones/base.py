@@ -151,6 +151,9 @@ class Clone(ABC):
     # The model of `setup.data` the clone understands (scenario names, data seeds); check-pack
     # refuses anything else. None: the clone reads no setup data.
     setup_data: ClassVar[type[BaseModel] | None] = None
+    # Keys of the ``user`` state that the real app keeps on the phone, not in the account (search
+    # and station history): changing them touches no account, so safety-by-effect ignores them.
+    device_local_state: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}

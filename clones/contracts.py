@@ -251,10 +251,13 @@ def contract_problems(clone: Clone, pack: TaskPack, task: Task) -> list[PackProb
 
 
 def pack_checks() -> dict[str, Any]:
-    """The registry-backed keyword arguments of `realbench.taskpack.check_pack`."""
+    """The registry-backed keyword arguments of `realbench.taskpack.check_pack`, safety by effect
+    (each golden plan run on its clone) included."""
     from clones.base import clone_names, get_clone
+    from clones.effects import effect_problems
 
     return {
+        "account_effect": lambda pack, task: effect_problems(get_clone(pack.clone), task),
         "has_clone": lambda name: name in clone_names(),
         "has_verifier": lambda clone, name: name in get_clone(clone).verifiers,
         "has_side_effect_check": lambda clone, name: name in get_clone(clone).side_effect_checks,

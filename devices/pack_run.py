@@ -17,6 +17,7 @@ from realbench.agent import Agent
 from realbench.device import Target, TargetKind
 from realbench.errors import ConfigError, UnknownNameError
 from realbench.golden import GoldenAgent
+from realbench.real_allowed import SkippedTask, split_real_allowed
 from realbench.run_config import RunConfig
 from realbench.runner import LocalRunner, default_run_id, plan_episodes
 from realbench.store import RunStore
@@ -107,6 +108,9 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         raise UnknownNameError("target", c.target, [k.value for k in TargetKind]) from None
     pack = load_pack(c.pack)
     keys = plan_episodes(pack, task_ids=parse_task_selection(c.tasks), repeats=c.repeats, seed=c.seed)
+    skipped: list[SkippedTask] = []
+    if kind is TargetKind.REAL:
+        keys, skipped = split_real_allowed(pack, keys)
     factory = make_agent_factory(c.agent, pack, c.agent_options.model_dump(), c.seed)
     probe = factory()
     # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
@@ -128,6 +132,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         "model": c.agent_options.model,
         "format": c.agent_options.fmt,
         "agent_settings": settings() if callable(settings) else None,
+        "skipped": [s.as_dict() for s in skipped],
     }
     store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded)
     with ExitStack() as stack:

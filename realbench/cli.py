@@ -51,7 +51,8 @@ def check_pack_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Validate task packs: schema, registered clone/verifier names, verifier arguments and answers
-    against the verifiers' contracts, setup data, and commit-boundary safety rules."""
+    against the verifiers' contracts, setup data, commit-boundary safety rules, and safety by effect
+    (each golden plan run on the clone: account changes only behind a boundary)."""
     import json
 
     from clones.contracts import pack_checks
@@ -163,6 +164,7 @@ def run_cmd(
     )
     summary = run_pack(config)
     _print_summary(summary)
+    _print_skipped(summary)
 
 
 def _print_summary(data: dict[str, object]) -> None:
@@ -180,6 +182,17 @@ def _print_summary(data: dict[str, object]) -> None:
         table = Table("outcome", "attempts")
         for name, count in outcomes.items():
             table.add_row(str(name), str(count))
+        console.print(table)
+
+
+def _print_skipped(data: dict[str, object]) -> None:
+    skipped = data.get("skipped") or []
+    if isinstance(skipped, list) and skipped:
+        from rich.table import Table
+
+        table = Table("task", "reason", title=f"{data['run_id']}: skipped on the real side")
+        for s in skipped:
+            table.add_row(str(s["task"]), str(s["reason"]))
         console.print(table)
 
 
@@ -213,6 +226,7 @@ def show_cmd(
             rate = t["successes"] / t["episodes"] if t["episodes"] else float("nan")
             table.add_row(task_id, str(t["episodes"]), str(t["successes"]), f"{rate:.0%}", str(t["aborted"]))
         console.print(table)
+        _print_skipped(data)
 
 
 @app.command("clone-stats")

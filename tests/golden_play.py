@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clones.base import Clone, State, snapshot
 from clones.contracts import GoldenRun
-from clones.train_ticketing.dom_plan import run_plan
+from clones.dom_plan import run_plan
 from realbench.taskpack import Task, TaskInstance
 
 
@@ -17,7 +17,7 @@ def play(clone: Clone, instance: TaskInstance, state: State | None = None) -> tu
     start = state if state is not None else clone.build_state(instance.task.clone.setup, instance.params)
     before = snapshot(start)
     run = run_plan(clone, start, instance)
-    return before, run.state, run.answer
+    return before, run.after, run.answer
 
 
 def golden_run(clone: Clone, instance: TaskInstance) -> GoldenRun:

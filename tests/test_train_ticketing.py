@@ -71,11 +71,11 @@ def test_golden_plan_satisfies_the_verifier(task_id):
     task = PACK.task(task_id)
     for inst in instances(task):
         before, run = play(inst)
-        v = verdict(inst, before, run.state, run.answer)
+        v = verdict(inst, before, run.after, run.answer)
         assert v.success, (inst.params, v.reason, run.refusals)
         assert v.progress == 1.0
-        assert CLONE.side_effects(task.clone.side_effect_checks, before, run.state, inst.verifier_args) == []
-        assert CLONE.invariants(run.state) == []
+        assert CLONE.side_effects(task.clone.side_effect_checks, before, run.after, inst.verifier_args) == []
+        assert CLONE.invariants(run.after) == []
         if task.real.boundary:
             assert run.boundary, "a task with a commit boundary must end by crossing it"
 
@@ -118,7 +118,7 @@ def test_progress_counts_sub_goals():
     inst = instances(task)[0]
     wrong = _replace_selector(task, {"resource_id": "seat_F"}, {"resource_id": "seat_C"})
     before, run = _run_variant(inst, wrong)
-    v = verdict(inst, before, run.state, None)
+    v = verdict(inst, before, run.after, None)
     assert not v.success and 0.5 < v.progress < 1.0
     assert "seats" in v.reason
 

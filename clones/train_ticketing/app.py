@@ -57,6 +57,7 @@ class TrainTicketingSetupData(BaseModel):
 class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHandlers, Clone):
     name = "train_ticketing"
     package = "com.MobileTicket"
+    device_local_state = ("recent_searches", "station_history")
     title = "铁路12306"
     home_route = "home"
     setup_data: ClassVar[type[BaseModel] | None] = TrainTicketingSetupData
