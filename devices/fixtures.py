@@ -28,7 +28,9 @@ def uninstantiable(pack: TaskPack, rig: Rig) -> list[FixtureGap]:
         if not gate.params and not gate.holds:
             continue
         if not accounts:
-            out.append(FixtureGap(task.id, "(none)", (f"the rig has no account for {pack.real_app.package}",)))
+            out.append(
+                FixtureGap(task.id, "(none)", (f"the rig has no account for {pack.real_app.package}",))
+            )
             continue
         for account in accounts:
             gaps = fixture_gaps(gate, fixture_choices(task), account.fixture)

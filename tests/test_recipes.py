@@ -53,7 +53,9 @@ def test_real_golden_plans_stop_at_the_boundary_or_the_answer(name: str) -> None
 def test_evidence_ids_replace_clone_selectors_and_the_clone_shows_them() -> None:
     task = PACKS["train_ticketing"].task("lookup-earliest-train")
     assert task.real.golden[0].tap is not None and task.real.golden[0].tap.resource_id == "hp_query_button"
-    assert task.golden[0].tap is not None and task.golden[0].tap.text == "查询车票"  # the clone plan is untouched
+    assert (
+        task.golden[0].tap is not None and task.golden[0].tap.text == "查询车票"
+    )  # the clone plan is untouched
     home = (ROOT / "clones" / "train_ticketing" / "templates" / "home.html").read_text(encoding="utf-8")
     assert 'id="hp_query_button">查询车票' in home
     unmatched = " ".join(task.real.unmatched)
@@ -69,7 +71,9 @@ def test_probes_are_only_shown_logged_in_and_versions_are_pinned() -> None:
 
 
 def _raw(name: str) -> dict[str, Any]:
-    raw: dict[str, Any] = yaml.safe_load((ROOT / "taskpacks" / name / "pack.yaml").read_text(encoding="utf-8"))
+    raw: dict[str, Any] = yaml.safe_load(
+        (ROOT / "taskpacks" / name / "pack.yaml").read_text(encoding="utf-8")
+    )
     return raw
 
 
@@ -133,7 +137,9 @@ def test_fixture_gaps_and_draws() -> None:
 def test_real_side_parameters_come_from_the_account() -> None:
     task = PACKS["bank"].task("payee_account_tail")
     assert task.real.fixtures.params == {"payee": FixtureField.PAYEES}
-    clone_values = {str(task.instantiate(s, task.clone.setup.clock.date()).params["payee"]) for s in range(20)}
+    clone_values = {
+        str(task.instantiate(s, task.clone.setup.clock.date()).params["payee"]) for s in range(20)
+    }
     fixture = AccountFixture(payees=["赵磊"])
     for seed in range(5):
         inst = instantiate_from_fixture(task, seed, task.clone.setup.clock.date(), fixture)
