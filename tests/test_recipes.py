@@ -225,3 +225,24 @@ def test_a_real_run_stops_before_the_first_episode_on_manual_preconditions(tmp_p
     assert check_manual(pack, ["pay-unpaid-order"], virtual=True, confirmed=False)["manual_status"] == (
         "provisioned by virtual phones"
     )
+
+
+def test_a_recorded_recipe_is_saved_with_a_backup_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    from realbench.recipes import save_recipe
+
+    pack_dir = tmp_path / "bank"
+    shutil.copytree(ROOT / "taskpacks" / "bank", pack_dir)
+    recipe = {
+        "setup": [{"do": "wait_for", "selector": {"text_contains": "总资产"}}],
+        "golden": [{"answer": {"read": {"text_regex": "^\\d"}}}],
+    }
+    save_recipe(pack_dir, "total_assets", recipe)
+    assert (pack_dir / "real.yaml.bak").exists()
+    task = load_pack(pack_dir).task("total_assets")
+    assert task.real.golden[0].answer is not None and task.real.setup[0].do == "wait_for"
+    before = (pack_dir / "real.yaml").read_text(encoding="utf-8")
+    with pytest.raises(PackError):
+        save_recipe(pack_dir, "total_assets", {"setup": [{"do": "fly"}]})
+    assert (pack_dir / "real.yaml").read_text(encoding="utf-8") == before
