@@ -171,3 +171,22 @@ def test_without_drift_every_runnable_task_of_both_packs_certifies(tmp_path: Pat
     print(f"certified {runnable - len(failures)} of {runnable} runnable tasks in {took:.0f} s")
     assert runnable >= 100
     assert failures == []
+
+
+def test_a_phone_with_another_app_version_fails_its_health_check(relabel_phone: Any, tmp_path: Path) -> None:
+    host, info = relabel_phone
+    phone = host.phone(info.serial)
+    phone.faults.versions["com.MobileTicket"] = "5.9.0.0"
+    try:
+        cert = certify(
+            parse_rig(rig_dict([info])),
+            load_pack(PACKS["train_ticketing"]),
+            tmp_path,
+            task_ids=["lookup-member-points"],
+        )
+    finally:
+        phone.faults.versions.pop("com.MobileTicket")
+    (row,) = cert.results
+    assert not row.certified and row.failed_step == "environment"
+    assert "5.9.0.0" in row.reason and "5.8.0.8" in row.reason
+    assert cert.certified_for(info.serial, "5.9.0.0") == set()
