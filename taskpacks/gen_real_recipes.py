@@ -135,7 +135,7 @@ def recipe_for(
         golden = [_translate_step(app, s) for s in task["golden"] if "terminate" not in s]
     else:
         unmatched.append(
-            "no real golden plan: the task changes the account and has no commit boundary to stop at"
+            "no real golden plan: the task has neither a commit boundary to stop at nor an answer to read"
         )
     if any(line.startswith("注销") for line in manual):
         golden = []

@@ -42,7 +42,8 @@ def test_real_golden_plans_stop_at_the_boundary_or_the_answer(name: str) -> None
         last = task.real.golden[-1]
         assert all(s.terminate is None for s in task.real.golden), task.id
         if task.real.boundary:
-            assert last.tap is not None and last.tap in task.real.boundary, task.id
+            # the boundary control, by whatever selector the plan uses (certify checks the interlock stops it)
+            assert last.tap is not None, task.id
         else:
             assert last.answer is not None, task.id
     for task in pack.tasks:
