@@ -67,7 +67,7 @@ def test_relabel_drift_names_the_broken_step_and_selector(relabel_phone: Any, tm
     host, info = relabel_phone
     rig_file = tmp_path / "rig.yaml"
     rig_file.write_text(yaml.safe_dump(rig_dict([info]), allow_unicode=True), encoding="utf-8")
-    tasks = "lookup-passenger-count,lookup-earliest-train,passenger-delete"
+    tasks = "lookup-passenger-count,lookup-earliest-train,settings-push-off"
     out = tmp_path / "cert"
     result = CliRunner().invoke(
         cli_app,
@@ -94,7 +94,7 @@ def test_relabel_drift_names_the_broken_step_and_selector(relabel_phone: Any, tm
     assert "常用乘车人" in broken["reason"]  # the relabelled text the recipe taps
     # the evidence id of the real query button survives the relabel of its text
     assert rows["lookup-earliest-train"]["certified"], rows["lookup-earliest-train"]
-    assert not rows["passenger-delete"]["runnable"] and rows["passenger-delete"]["reason"]
+    assert not rows["settings-push-off"]["runnable"] and rows["settings-push-off"]["reason"]
     cert = Certificate.model_validate_json((out / "certification.json").read_text(encoding="utf-8"))
     full = next(r for r in cert.results if r.task == "lookup-passenger-count")
     step = next(s for s in full.steps if s.phase == "golden" and s.index == 1)
@@ -121,7 +121,7 @@ def test_relabel_drift_names_the_broken_step_and_selector(relabel_phone: Any, tm
         real_gate={"certified": out},
     )
     gate = summary_run["real_gate"]
-    assert set(gate["skipped"]) == {"lookup-passenger-count", "passenger-delete"}
+    assert set(gate["skipped"]) == {"lookup-passenger-count", "settings-push-off"}
     assert _tasks_run(tmp_path / "run") == {"lookup-earliest-train"}
     assert host.phone(info.serial).events.events(before), "the certified task never reached the phone"
 
