@@ -121,7 +121,7 @@ def test_relabel_drift_names_the_broken_step_and_selector(relabel_phone: Any, tm
         real_gate={"certified": out},
     )
     gate = summary_run["real_gate"]
-    assert set(gate["skipped"]) == {"lookup-passenger-count", "settings-push-off"}
+    assert "lookup-passenger-count" in gate["skipped"]
     assert _tasks_run(tmp_path / "run") == {"lookup-earliest-train"}
     assert host.phone(info.serial).events.events(before), "the certified task never reached the phone"
 
