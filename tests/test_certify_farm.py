@@ -145,6 +145,7 @@ def _tasks_run(store_dir: Path) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_without_drift_every_runnable_task_of_both_packs_certifies(tmp_path: Path) -> None:
     with VirtualPhoneHost() as host:
         try:
