@@ -192,3 +192,40 @@ def test_a_phone_with_another_app_version_fails_its_health_check(relabel_phone: 
     assert not row.certified and row.failed_step == "environment"
     assert "5.9.0.0" in row.reason and "the pack's recipes are for 5.8.0.8" in row.reason
     assert cert.certified_for(info.serial, "5.9.0.0") == set()
+
+
+def test_a_setup_check_that_fails_makes_an_unscored_abort(relabel_phone: Any, tmp_path: Path) -> None:
+    from devices.farm.targets import targets_from_rig
+    from realbench.episode import run_episode
+    from realbench.golden import GoldenAgent
+    from realbench.outcome import Outcome
+    from realbench.recipes import WaitForStep
+
+    host, info = relabel_phone
+    pack = load_pack(PACKS["train_ticketing"])
+    task = pack.task("lookup-member-points")
+    broken = task.model_copy(
+        update={
+            "real": task.real.model_copy(
+                update={
+                    "setup": [
+                        WaitForStep.model_validate(
+                            {"do": "wait_for", "selector": {"text": "会员中心"}, "timeout_s": 1}
+                        )
+                    ]
+                }
+            )
+        }
+    )
+    with targets_from_rig(parse_rig(rig_dict([info])), pack, "real") as targets:
+        target = targets[0]
+        instance = target.instantiate(broken, 0)
+        before = len(host.phone(info.serial).events)
+        result = run_episode(instance, target, GoldenAgent(real_side=True))
+        target.after_episode(result)
+    assert result.outcome is Outcome.ENV_INVALID
+    assert "setup step 0" in str(result.error) and "会员中心" in str(result.error)
+    assert result.steps == []  # the agent never got a turn
+    # what reached the phone is the logged-in probe's two tab taps (我的, 首页), nothing more
+    taps = [e for e in host.phone(info.serial).events.events(before) if e.kind == "tap"]
+    assert len(taps) == 2, taps
