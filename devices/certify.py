@@ -486,7 +486,7 @@ def certify_command(
 
     loaded = load_pack(pack)
     rig_obj = load_rig(rig)
-    out_dir = out or Path("certify") / f"{rig_obj.name}-{loaded.app}"
+    out_dir = out or Path("runs") / f"certify-{rig_obj.name}-{loaded.app}"
     return certify(
         rig_obj,
         loaded,
