@@ -146,6 +146,9 @@ class Clone(ABC):
     package: ClassVar[str]
     title: ClassVar[str]
     home_route: ClassVar[str] = "home"
+    # Keys of the ``user`` state that the real app keeps on the phone, not in the account (search
+    # and station history): changing them touches no account, so safety-by-effect ignores them.
+    device_local_state: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}

@@ -52,6 +52,7 @@ from starlette.staticfiles import StaticFiles
 
 from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
 from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
+from clones.screen import screen_html
 from realbench.errors import CloneError, RealbenchError, ServerError, UnknownNameError
 from realbench.taskpack import CloneSetup
 
@@ -300,37 +301,10 @@ def _status_bar(state: State) -> str:
     )
 
 
-def _dialog(dialog: Any) -> str:
-    """The framework's generic dialog, for ``ui.dialog = {title, message, buttons: [{label, ev, arg}]}``.
-    A clone that draws its own dialogs stores anything else there and renders it itself."""
-    if not isinstance(dialog, dict) or not isinstance(dialog.get("buttons"), list):
-        return ""
-    buttons = []
-    for b in dialog["buttons"]:
-        if not isinstance(b, dict):
-            continue
-        arg = f' data-arg="{html.escape(str(b["arg"]))}"' if b.get("arg") is not None else ""
-        buttons.append(
-            f'<button class="btn dialog-btn" data-ev="{html.escape(str(b.get("ev", "__back__")))}"{arg}>'
-            f"{html.escape(str(b.get('label', '')))}</button>"
-        )
-    return (
-        '<div class="modal"><div class="dialog" role="dialog">'
-        f'<div class="dialog-title">{html.escape(str(dialog.get("title", "")))}</div>'
-        f'<div class="dialog-body">{html.escape(str(dialog.get("message", "")))}</div>'
-        f'<div class="dialog-actions">{"".join(buttons)}</div></div></div>'
-    )
-
-
 def render_screen(session: Session) -> str:
     """The inner HTML of ``#app``: status bar, the clone's screen, dialog, toast, drift overlays."""
     state = session.state
-    ui = state["ui"]
-    app_html = session.clone.render(state) + _dialog(ui.get("dialog"))
-    toast = ui.get("toast")
-    # Clones may draw their own toast; the framework draws one only where the clone did not.
-    if toast and html.escape(str(toast)) not in app_html:
-        app_html += f'<div class="toast" role="alert">{html.escape(str(toast))}</div>'
+    app_html = screen_html(session.clone, state)
     drift = session.drift
     shift = ""
     if drift is not None:

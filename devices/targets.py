@@ -18,6 +18,7 @@ from realbench.agent import Agent
 from realbench.device import Target, TargetKind
 from realbench.errors import ConfigError, UnknownNameError
 from realbench.golden import GoldenAgent
+from realbench.real_allowed import SkippedTask, split_real_allowed
 from realbench.runner import LocalRunner, default_run_id, plan_episodes
 from realbench.store import RunStore
 from realbench.taskpack import TaskPack, load_pack
@@ -124,11 +125,13 @@ def run_pack(
         raise UnknownNameError("target", target, [k.value for k in TargetKind]) from None
     pack = load_pack(pack_path)
     keys = plan_episodes(pack, task_ids=parse_task_selection(tasks), repeats=repeats, seed=seed)
+    skipped: list[SkippedTask] = []
     gate_opts = real_gate or {}
     gate: dict[str, Any] = {}
     if kind is TargetKind.REAL:
         from devices.real_gate import check_manual
 
+        keys, skipped = split_real_allowed(pack, keys)
         gate = check_manual(
             pack,
             [k.task for k in keys],
@@ -158,6 +161,7 @@ def run_pack(
         "model": (agent_options or {}).get("model"),
         "format": (agent_options or {}).get("fmt"),
         "agent_settings": settings() if callable(settings) else None,
+        "skipped": [s.as_dict() for s in skipped],
         **({"real_gate": gate} if gate else {}),
     }
     store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=config)

@@ -53,10 +53,13 @@ def check_pack_cmd(
         Path | None, typer.Option("--rig", help="Also list tasks this rig's accounts cannot instantiate")
     ] = None,
 ) -> None:
-    """Validate task packs: schema, registered clone/verifier names and commit-boundary safety rules."""
+    """Validate task packs: schema, registered clone/verifier names, commit-boundary safety rules, and
+    safety by effect (each golden plan run on the clone: account changes only behind a boundary)."""
+    import functools
     import json
 
     from clones.base import clone_names, get_clone
+    from clones.effects import effect_problems
     from realbench.errors import PackError
     from realbench.taskpack import check_pack, load_pack
 
@@ -76,6 +79,9 @@ def check_pack_cmd(
                 has_clone=lambda n: n in clone_names(),
                 has_verifier=has_verifier,
                 has_side_effect_check=has_check,
+                account_effect=functools.partial(effect_problems, get_clone(pack.clone))
+                if pack.clone in clone_names()
+                else None,
             )
             if problems:
                 raise PackError(pack.path or str(path), problems)
@@ -229,6 +235,7 @@ def run_cmd(
         real_gate={"confirm_manual": confirm_manual, "certified": certified},
     )
     _print_summary(summary)
+    _print_skipped(summary)
 
 
 def _print_summary(data: dict[str, object]) -> None:
@@ -246,6 +253,17 @@ def _print_summary(data: dict[str, object]) -> None:
         table = Table("outcome", "attempts")
         for name, count in outcomes.items():
             table.add_row(str(name), str(count))
+        console.print(table)
+
+
+def _print_skipped(data: dict[str, object]) -> None:
+    skipped = data.get("skipped") or []
+    if isinstance(skipped, list) and skipped:
+        from rich.table import Table
+
+        table = Table("task", "reason", title=f"{data['run_id']}: skipped on the real side")
+        for s in skipped:
+            table.add_row(str(s["task"]), str(s["reason"]))
         console.print(table)
 
 
@@ -279,6 +297,7 @@ def show_cmd(
             rate = t["successes"] / t["episodes"] if t["episodes"] else float("nan")
             table.add_row(task_id, str(t["episodes"]), str(t["successes"]), f"{rate:.0%}", str(t["aborted"]))
         console.print(table)
+        _print_skipped(data)
 
 
 @app.command("clone-stats")

@@ -151,6 +151,8 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         "devices": devices,
         "synthetic": bool(meta.get("agent", "") and str(meta.get("agent")).startswith("synthetic:")),
         "max_attempts": max_attempts,
+        # tasks a real run did not start, with the reason (not allowed on a real account)
+        "skipped": list((meta.get("config") or {}).get("skipped") or []),
     }
     return RunSummary(run_id, data)
 

@@ -23,6 +23,7 @@ from realbench import dates
 from realbench.actions import Key, TerminateStatus
 from realbench.errors import ConfigError, PackError, PackProblem
 from realbench.hierarchy import Selector
+from realbench.personal_data import personal_data
 from realbench.recipes import (
     RECIPES_FILE,
     AccountFixture,
@@ -163,8 +164,24 @@ class RealCheck(_Strict):
     description: str = ""
 
 
-class RealSide(_Strict):
-    """The task on the real app: a recipe (see `realbench.recipes`) plus its boundary and checks."""
+class RealPermission(_Strict):
+    """Whether a task may run on a real account at all. A task whose golden plan changes account
+    state with no commit boundary before the change says ``allowed: false`` and why (check-pack
+    computes the change on the clone and refuses a pack where neither holds)."""
+
+    allowed: bool = True
+    why: str = ""
+
+    @model_validator(mode="after")
+    def _reason_given(self) -> RealPermission:
+        if not self.allowed and not self.why.strip():
+            raise ValueError("a task not allowed on the real side must say why (real.why)")
+        return self
+
+
+class RealSide(RealPermission):
+    """The task on the real app: whether it may run there, a recipe (see `realbench.recipes`),
+    its boundary and checks."""
 
     package: str | None = None
     manual: list[str] = Field(default_factory=list)
@@ -310,13 +327,18 @@ class Task(_Strict):
             raise ValueError("the task expects an answer but its golden plan never answers")
         return self
 
-    def instantiate(self, seed: int, today: date) -> TaskInstance:
-        """Sample parameters from a generator seeded by (task id, seed); resolve dates against `today`."""
+    def instantiate(self, seed: int, today: date, chosen: dict[str, Any] | None = None) -> TaskInstance:
+        """Sample parameters from a generator seeded by (task id, seed); resolve dates against `today`.
+
+        `chosen` fixes some raw parameter values (a date expression for a date parameter) instead of
+        sampling them; derived values (``NAME_date``, ``NAME_md``) follow from them as usual."""
         digest = hashlib.sha256(f"{self.id}:{seed}".encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
         values: dict[str, Any] = {}
         for name, spec in self.params.items():
             raw = spec.sample(rng)
+            if chosen is not None and name in chosen:
+                raw = chosen[name]
             if isinstance(spec, RelativeDateParam):
                 resolved = dates.resolve(str(raw), today)
                 values[name] = resolved.phrase
@@ -512,11 +534,13 @@ def check_pack(
     has_clone: Callable[[str], bool] | None = None,
     has_verifier: VerifierLookup | None = None,
     has_side_effect_check: VerifierLookup | None = None,
+    account_effect: Callable[[Task], list[PackProblem]] | None = None,
 ) -> list[PackProblem]:
     """Cross-field checks that need more than the schema: registered names and safety rules.
 
     `has_clone(name)` and `has_verifier(clone, name)` come from the clone registry (the CLI wires
-    them); without them only the pack-internal rules run.
+    them); `account_effect(task)` runs the task's golden plan on the clone and names an account change
+    that no commit boundary guards. Without them only the pack-internal rules run.
     """
     problems: list[PackProblem] = []
     if has_clone is not None and not has_clone(pack.clone):
@@ -543,7 +567,31 @@ def check_pack(
                         )
                     )
         problems += _boundary_problems(pack, task, forbidden)
+        problems += _personal_data_problems(task)
+        if account_effect is not None and has_verifier is not None:
+            problems += account_effect(task)
     return problems
+
+
+_PERSONAL_DATA_FIX = {
+    "id_number": "use an ID number with a wrong check character",
+    "mobile": "mobile numbers have no reserved fictional range, so take it from the lab's account fixture",
+}
+
+
+def _personal_data_problems(task: Task) -> list[PackProblem]:
+    """A real-allowed task types no ID number that could be a person's, and no mobile number."""
+    if not task.real.allowed:
+        return []
+    return [
+        PackProblem(
+            task.id,
+            datum.where,
+            f"a real-allowed task would submit {datum.kind.replace('_', ' ')} {datum.value}, which could be a real "
+            f"person's: {_PERSONAL_DATA_FIX[datum.kind]}, or set real: {{allowed: false, why: ...}}",
+        )
+        for datum in personal_data(task)
+    ]
 
 
 def _same_control(a: Selector, b: Selector) -> bool:

@@ -13,11 +13,11 @@ from clones.bank import orders as od
 from clones.bank.app import Bank
 from clones.bank.world import generate
 from clones.base import UIEvent
+from clones.dom_plan import initial_state, instantiate, plan_verdict, run_plan
 from realbench.actions import TerminateStatus
 from realbench.answers import parse_date, parse_number
 from realbench.errors import CloneError, PackError
 from realbench.taskpack import AnswerType, CloneSetup, PlanStep, Task, check_pack, load_pack, parse_pack
-from tests.bank_plan_sim import initial_state, instantiate, run_plan, verdict
 
 PACK_PATH = Path(__file__).resolve().parents[1] / "taskpacks" / "bank"
 PACK = load_pack(PACK_PATH)
@@ -67,7 +67,7 @@ def test_answer_specs_agree_with_verifier_args() -> None:
 def _run(task: Task, seed: int = 0, steps: list[PlanStep] | None = None) -> tuple[Any, Any, Any]:
     inst = instantiate(task, seed)
     state = initial_state(BANK, inst)
-    run = run_plan(BANK, inst, state, steps)
+    run = run_plan(BANK, state, inst, steps)
     return inst, state, run
 
 
@@ -76,12 +76,12 @@ def test_golden_end_state_is_accepted(task_id: str) -> None:
     task = PACK.task(task_id)
     for seed in (0, 1):
         inst, _, run = _run(task, seed)
-        v, effects = verdict(BANK, inst, run)
+        v, effects = plan_verdict(BANK, inst, run)
         assert v.success, (task_id, seed, v.reason)
         assert v.progress == 1.0
         assert effects == [], (task_id, effects)
         assert BANK.invariants(run.after) == []
-        assert run.boundary_hit == bool(task.real.boundary), task_id
+        assert run.boundary == bool(task.real.boundary), task_id
 
 
 def _truncated(task: Task) -> list[PlanStep]:
@@ -111,7 +111,7 @@ def test_wrong_end_state_is_rejected(task_id: str) -> None:
     task = PACK.task(task_id)
     # 1) stopping one step short never passes
     inst, _, short = _run(task, steps=_truncated(task))
-    v, _ = verdict(BANK, inst, short)
+    v, _ = plan_verdict(BANK, inst, short)
     assert not v.success, (task_id, "truncated plan passed", v.reason)
     inst, _, run = _run(task)
     if task.answer.type is not AnswerType.NONE:
@@ -119,7 +119,7 @@ def test_wrong_end_state_is_rejected(task_id: str) -> None:
         assert run.answer is not None
         wrong = copy.copy(run)
         wrong.answer = _perturbed(run.answer, task.answer.type, task.answer.tolerance)
-        v, _ = verdict(BANK, inst, wrong)
+        v, _ = plan_verdict(BANK, inst, wrong)
         assert not v.success, (task_id, wrong.answer, v.reason)
         REJECTED.add(task_id)
         return
@@ -135,14 +135,14 @@ def test_wrong_end_state_is_rejected(task_id: str) -> None:
                 break
         wrong = copy.copy(run)
         wrong.after = bad
-        v, _ = verdict(BANK, inst, wrong)
+        v, _ = plan_verdict(BANK, inst, wrong)
         assert not v.success, (task_id, "wrong amount passed")
         double = copy.deepcopy(run.after)
         extra = dict(od.orders(double["user"], kind)[-1], id="DUP0001")
         od.orders(double["user"], kind).append(extra)
         twice = copy.copy(run)
         twice.after = double
-        v, effects = verdict(BANK, inst, twice)
+        v, effects = plan_verdict(BANK, inst, twice)
         assert not v.success or effects, (task_id, "a duplicate order went unnoticed")
     REJECTED.add(task_id)
 
@@ -352,6 +352,6 @@ def test_drift_data_seed_keeps_every_golden_plan_valid() -> None:
     for task in PACK.tasks:
         inst = instantiate(task, 3)
         setup = task.clone.setup.model_copy(update={"data": {**task.clone.setup.data, "data_seed": 3}})
-        run = run_plan(BANK, inst, BANK.build_state(setup, inst.params))
-        v, effects = verdict(BANK, inst, run)
+        run = run_plan(BANK, BANK.build_state(setup, inst.params), inst)
+        v, effects = plan_verdict(BANK, inst, run)
         assert v.success and not effects, (task.id, v.reason, effects)

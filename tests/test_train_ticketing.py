@@ -73,11 +73,11 @@ def test_golden_plan_satisfies_the_verifier(task_id):
     task = PACK.task(task_id)
     for inst in instances(task):
         before, run = play(inst)
-        v = verdict(inst, before, run.state, run.answer)
+        v = verdict(inst, before, run.after, run.answer)
         assert v.success, (inst.params, v.reason, run.refusals)
         assert v.progress == 1.0
-        assert CLONE.side_effects(task.clone.side_effect_checks, before, run.state, inst.verifier_args) == []
-        assert CLONE.invariants(run.state) == []
+        assert CLONE.side_effects(task.clone.side_effect_checks, before, run.after, inst.verifier_args) == []
+        assert CLONE.invariants(run.after) == []
         if task.real.boundary:
             assert run.boundary, "a task with a commit boundary must end by crossing it"
 
@@ -168,16 +168,16 @@ def wrong_end_states(task, inst):
     out = []
     before, run = play(inst)
     if name.startswith("answer_"):
-        out.append(("wrong answer", before, run.state, _wrong_answer(run.answer or "")))
-        after = snapshot(run.state)
+        out.append(("wrong answer", before, run.after, _wrong_answer(run.answer or "")))
+        after = snapshot(run.after)
         _fire(after, "confirm_delete_passenger", "p5")
         out.append(("right answer, but a passenger deleted", before, after, run.answer))
     elif name == "order_submitted":
         first, sub = _other_rider(task)
         wrong = _replace_selector(task, {"text": first}, {"text": sub})
         b, r = _run_variant(inst, wrong)
-        out.append((f"booked for {sub} instead of {first}", b, r.state, None))
-        out.append(("an extra order", before, _extra_order(run.state), None))
+        out.append((f"booked for {sub} instead of {first}", b, r.after, None))
+        out.append(("an extra order", before, _extra_order(run.after), None))
     elif name in ("order_paid", "order_cancelled"):
         after = CLONE.build_state(task.clone.setup, inst.params)
         unpaid = next(o for o in after["user"]["orders"] if o["status"] == "unpaid")
@@ -188,7 +188,7 @@ def wrong_end_states(task, inst):
             _fire(after, "pay_order", unpaid["id"])
             out.append(("paid instead of cancelled", before, after, None))
     elif name == "ticket_refunded":
-        after = snapshot(run.state)
+        after = snapshot(run.after)
         other = next(
             f"{o['id']}#{i}"
             for o in after["user"]["orders"]
@@ -210,7 +210,7 @@ def wrong_end_states(task, inst):
                 task, {"resource_id": "change_seat_edz"}, {"tap": {"resource_id": "change_next_day"}}
             )
         b, r = _run_variant(inst, wrong)
-        out.append(("changed to the wrong train or station", b, r.state, None))
+        out.append(("changed to the wrong train or station", b, r.after, None))
     elif name == "waitlist_submitted":
         wrong = _replace_selector(
             task, {"resource_id": "deadline_1d"}, {"resource_id": "deadline_3d"}
@@ -218,14 +218,14 @@ def wrong_end_states(task, inst):
         if wrong is None:
             wrong = _insert_before(task, {"text": "提交候补订单"}, {"tap": {"resource_id": "deadline_3d"}})
         b, r = _run_variant(inst, wrong)
-        out.append(("wrong waitlist deadline", b, r.state, None))
+        out.append(("wrong waitlist deadline", b, r.after, None))
     elif name == "reminder_set":
         shifted = (date.fromisoformat(inst.params["date_date"]) + timedelta(days=1)).isoformat()
         wrong_inst = inst.model_copy(update={"params": {**inst.params, "date_date": shifted}})
         b, r = play(wrong_inst)
-        out.append(("reminder for the next day", b, r.state, None))
+        out.append(("reminder for the next day", b, r.after, None))
     elif name in ("reminder_deleted", "waitlist_cancelled"):
-        after = snapshot(run.state)
+        after = snapshot(run.after)
         _fire(after, "confirm_delete_passenger", "p5")
         out.append(("done, but a passenger deleted", before, after, None))
     elif name == "passenger_added":
@@ -239,11 +239,11 @@ def wrong_end_states(task, inst):
                 task, {"resource_id": "save_passenger"}, {"tap": {"resource_id": "ptype_student"}}
             )
         b, r = _run_variant(inst, wrong)
-        out.append(("wrong passenger type", b, r.state, None))
+        out.append(("wrong passenger type", b, r.after, None))
     elif name == "passenger_deleted":
         wrong = _replace_selector(task, {"text": "陈静"}, {"text": "王芳"})
         b, r = _run_variant(inst, wrong)
-        out.append(("deleted the wrong passenger", b, r.state, None))
+        out.append(("deleted the wrong passenger", b, r.after, None))
     elif name == "passenger_updated":
         if inst.verifier_args.get("phone"):
             steps = _steps(task)
@@ -254,7 +254,7 @@ def wrong_end_states(task, inst):
         else:
             wrong = _replace_selector(task, {"resource_id": "ptype_adult"}, {"resource_id": "ptype_child"})
         b, r = _run_variant(inst, wrong)
-        out.append(("wrong passenger details", b, r.state, None))
+        out.append(("wrong passenger details", b, r.after, None))
     elif name == "messages_read":
         after = CLONE.build_state(task.clone.setup, inst.params)
         titles = inst.verifier_args.get("titles") or []
@@ -288,7 +288,7 @@ def test_progress_counts_sub_goals():
     inst = instances(task)[0]
     wrong = _replace_selector(task, {"resource_id": "seat_F"}, {"resource_id": "seat_C"})
     before, run = _run_variant(inst, wrong)
-    v = verdict(inst, before, run.state, None)
+    v = verdict(inst, before, run.after, None)
     assert not v.success and 0.5 < v.progress < 1.0
     assert "seats" in v.reason
 

@@ -7,10 +7,8 @@ import itertools
 from typing import Any
 
 from clones.base import get_clone, snapshot
-from clones.train_ticketing.dom_plan import PlanRun, run_plan
-from realbench import dates
+from clones.dom_plan import PlanRun, instantiate, run_plan
 from realbench.taskpack import RelativeDateParam, Task, TaskInstance, load_pack
-from realbench.templating import render
 
 PACK = load_pack("taskpacks/train_ticketing")
 CLONE = get_clone("train_ticketing")
@@ -18,7 +16,6 @@ CLONE = get_clone("train_ticketing")
 
 def instances(task: Task) -> list[TaskInstance]:
     """One instance per combination of parameter values (dates resolved against the task's clock)."""
-    today = task.clone.setup.clock.date()
     names = list(task.params)
     choices: list[list[Any]] = []
     for spec in task.params.values():
@@ -28,19 +25,9 @@ def instances(task: Task) -> list[TaskInstance]:
             choices.append(list(spec.values))
         else:
             choices.append(list(range(spec.min, spec.max + 1)))
-    out = []
-    for combo in itertools.product(*choices):
-        values: dict[str, Any] = {}
-        for name, raw in zip(names, combo, strict=True):
-            if isinstance(task.params[name], RelativeDateParam):
-                r = dates.resolve(str(raw), today)
-                values.update({name: r.phrase, f"{name}_date": r.iso, f"{name}_md": r.month_day})
-            else:
-                values[name] = raw
-        out.append(
-            TaskInstance(task=task, seed=0, params=values, instruction=render(task.instruction, values))
-        )
-    return out
+    return [
+        instantiate(task, 0, dict(zip(names, combo, strict=True))) for combo in itertools.product(*choices)
+    ]
 
 
 def play(instance: TaskInstance, state: dict[str, Any] | None = None) -> tuple[dict[str, Any], PlanRun]:

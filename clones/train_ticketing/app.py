@@ -39,6 +39,7 @@ __all__ = ["DRIFT_RELABELS", "ROUTES", "TrainTicketing"]
 class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHandlers, Clone):
     name = "train_ticketing"
     package = "com.MobileTicket"
+    device_local_state = ("recent_searches", "station_history")
     title = "铁路12306"
     home_route = "home"
     drift_relabels = DRIFT_RELABELS

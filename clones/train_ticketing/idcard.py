@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from datetime import date
 
-_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-_CHECK = "10X98765432"
+from realbench.personal_data import id_check_char
+
 _SHAPE = re.compile(r"^\d{17}[\dXx]$")
 
 
 def check_char(first17: str) -> str:
-    total = sum(int(d) * w for d, w in zip(first17, _WEIGHTS, strict=True))
-    return _CHECK[total % 11]
+    """The check character (one rule for the app's validation and check-pack's personal-data rule)."""
+    return id_check_char(first17)
 
 
 def birth_date(id_no: str) -> date | None:
