@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +110,20 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
     pack = load_pack(c.pack)
     keys = plan_episodes(pack, task_ids=parse_task_selection(c.tasks), repeats=c.repeats, seed=c.seed)
     skipped: list[SkippedTask] = []
+    gate: dict[str, Any] = {}
     if kind is TargetKind.REAL:
+        from devices.real_gate import check_manual
+
         keys, skipped = split_real_allowed(pack, keys)
+        gate = check_manual(
+            pack,
+            [k.task for k in keys],
+            virtual=_rig_is_virtual(c.rig),
+            confirmed=c.confirm_manual,
+        )
     factory = make_agent_factory(c.agent, pack, c.agent_options.model_dump(), c.seed)
+    if c.agent == "golden" and kind is TargetKind.REAL:
+        factory = partial(GoldenAgent, real_side=True)
     probe = factory()
     # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
     agent_name = probe.name
@@ -133,6 +145,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         "format": c.agent_options.fmt,
         "agent_settings": settings() if callable(settings) else None,
         "skipped": [s.as_dict() for s in skipped],
+        **({"real_gate": gate} if gate else {}),
     }
     store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded)
     with ExitStack() as stack:
@@ -142,6 +155,14 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             )
         else:
             targets = stack.enter_context(phone_targets(pack, kind, c.rig))
+            if kind is TargetKind.REAL and c.certified is not None:
+                from devices.real_gate import apply_certificate
+
+                targets, kept, record = apply_certificate(
+                    c.certified, targets, list(dict.fromkeys(k.task for k in keys))
+                )
+                keys = [k for k in keys if k.task in kept]
+                gate.update(record)
         executor = None
         if c.scheduler == "ray":
             from devices.farm.ray_scheduler import ray_executor
@@ -160,6 +181,16 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             execute=executor,
         )
         summary = runner.run(keys)
+    if gate:
+        summary.data["real_gate"] = gate
     summary.write(c.out / "summary.json")
     store.close()
     return summary.data
+
+
+def _rig_is_virtual(rig: Path | None) -> bool:
+    if rig is None:
+        return False
+    from devices.rig import load_rig
+
+    return load_rig(rig).is_virtual

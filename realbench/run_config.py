@@ -44,6 +44,8 @@ class RunConfig(BaseModel):
     agent_options: AgentOptions = Field(default_factory=AgentOptions)
     max_attempts: int = Field(default=3, ge=1)  # attempts per episode when the device fails
     progress: bool = True
+    confirm_manual: bool = False  # real: the tasks' manual preconditions hold (recorded in the run)
+    certified: Path | None = None  # real: run only the tasks this certification file certifies
 
     @classmethod
     def of(cls, **settings: Any) -> RunConfig:

@@ -35,7 +35,7 @@ def _meaningful(node: Node) -> bool:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[tuple[str, object]]:
     from clones.server import CloneServer
-    from devices.clone_device import BrowserPool
+    from devices.clone_browser import BrowserPool
 
     with CloneServer() as server, BrowserPool() as pool:
         yield server.url, pool
@@ -45,7 +45,8 @@ def browser() -> Iterator[tuple[str, object]]:
 def test_runtime_js_and_python_read_the_same_hierarchy(browser: tuple[str, object], name: str) -> None:
     import httpx
 
-    from devices.clone_device import CloneDevice, Emulation
+    from devices.clone_browser import Emulation
+    from devices.clone_device import CloneDevice
 
     url, pool = browser
     clone = get_clone(name)
