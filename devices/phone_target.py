@@ -27,6 +27,7 @@ import httpx
 
 from devices.farm.health import dismiss_popups
 from devices.farm.interlock import InterlockedDevice
+from devices.farm.interlock_policy import InterlockPolicy
 from devices.phone import PhoneDevice
 from devices.rig import Account
 from devices.virtual.control import PhoneControl
@@ -277,7 +278,9 @@ class PhoneTarget:
             self._real_setup_step(render(step, instance.params))
         if self.virtual_control is not None:
             self._before = self.virtual_control.app_state(package)
-        self.interlock.arm(instance.boundary(), list(self.pack.real_app.forbidden))
+        self.interlock.arm(
+            instance.boundary(), list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack)
+        )
 
     def _settle_s(self) -> float:
         """Launch animations and splash screens: the profile knows the phone's; virtual phones have none."""
