@@ -187,3 +187,67 @@ def test_safe_screens_are_typed_in_the_pack() -> None:
     ]
     with pytest.raises(PackError):
         parse_pack(raw)
+
+
+class ScriptedPhone:
+    """A fake phone for the re-read loop: serves the given dumps in turn (the last one repeats)
+    and records what was sent. The farm tier does the same on a virtual phone."""
+
+    kind = "virtual-phone"
+    serial = "fake"
+
+    def __init__(self, dumps: list[str]) -> None:
+        self.dumps = dumps
+        self.served = 0
+        self.sent: list[object] = []
+
+    def hierarchy(self) -> str:
+        xml = self.dumps[min(self.served, len(self.dumps) - 1)]
+        self.served += 1
+        return xml
+
+    def screenshot(self) -> bytes:
+        return b""
+
+    def to_pixels(self, x: int, y: int) -> tuple[int, int]:
+        return px(x, y)
+
+    def size(self) -> tuple[int, int]:
+        return (W, H)
+
+    def act(self, action: object) -> None:
+        self.sent.append(action)
+
+
+def _xml(*nodes: str) -> str:
+    return f"<hierarchy>{node('[0,0][1080,2400]', 'android.widget.FrameLayout', children=''.join(nodes))}</hierarchy>"
+
+
+NEXT = node("[580,2100][980,2220]", "android.widget.Button", text="下一步", clickable="true")
+DIALOG = node("[60,2060][1020,2260]", "android.widget.Button", text="确认付款", clickable="true")
+
+
+def test_the_screen_is_read_again_right_before_the_input() -> None:
+    from devices.farm.interlock import InterlockedDevice
+    from realbench.errors import BoundaryBlocked
+
+    x, y = norm(780, 2160)
+    calm = ScriptedPhone([_xml(NEXT)])
+    guard = InterlockedDevice(calm, settle_s=0)  # type: ignore[arg-type]
+    guard.arm(STOP, [])
+    guard.act(Click(x=x, y=y))
+    assert calm.served == 2 and len(calm.sent) == 1  # looked, looked again, sent
+
+    sudden = ScriptedPhone([_xml(NEXT), _xml(NEXT, DIALOG)])  # the dialog comes after the first look
+    guard = InterlockedDevice(sudden, settle_s=0)  # type: ignore[arg-type]
+    guard.arm(STOP, [])
+    with pytest.raises(BoundaryBlocked):
+        guard.act(Click(x=x, y=y))
+    assert sudden.sent == []
+
+    flicker = ScriptedPhone([_xml(NEXT), _xml(NEXT, node("[0,0][10,10]")), _xml(NEXT), _xml(NEXT, DIALOG)])
+    guard = InterlockedDevice(flicker, settle_s=0)  # type: ignore[arg-type]
+    guard.arm(STOP, [])
+    with pytest.raises(BoundaryBlocked):
+        guard.act(Click(x=x, y=y))  # every dump is decided, so the fourth one's dialog counts
+    assert flicker.sent == []
