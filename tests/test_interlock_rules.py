@@ -251,3 +251,23 @@ def test_the_screen_is_read_again_right_before_the_input() -> None:
     with pytest.raises(BoundaryBlocked):
         guard.act(Click(x=x, y=y))  # every dump is decided, so the fourth one's dialog counts
     assert flicker.sent == []
+
+
+def test_a_tap_in_an_accessible_h5_page_is_judged_on_the_element_under_it() -> None:
+    page = node(
+        "[0,231][1080,2000]",
+        "android.webkit.WebView",
+        clickable="true",
+        children=node("[100,300][980,400]", "android.view.View", text="订单信息")
+        + node("[100,1700][980,1850]", "android.view.View", text="提交订单 ¥100.00"),
+    )
+    # (an exact "提交订单" here would also stop the episode loop's own rule, which takes a clickable
+    # WebView as one target; the interlock adds nothing to that)
+    lock = Interlock([Selector(text="提交订单")], [], policy=MONEY)
+    h = screen(page)
+    tx, ty = norm(540, 350)
+    assert check(lock, Click(x=tx, y=ty), h) is None  # the text element, not the whole page
+    sx, sy = norm(540, 1775)
+    assert check(lock, Click(x=sx, y=sy), h) is not None
+    bx, by = norm(540, 1000)  # nothing of the page there: unknown, refused in a money-moving app
+    assert check(lock, Click(x=bx, y=by), h) is not None

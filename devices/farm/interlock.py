@@ -166,6 +166,12 @@ def _activator(node: Node) -> Node | None:
     return next((a for a in node.ancestors() if a.clickable or a.long_clickable), None)
 
 
+def _page_host(node: Node, activator: Node) -> bool:
+    """Whether `activator` is the WebView / canvas that hosts `node` (or one of its ancestors)."""
+    host = next((a for a in node.ancestors() if _opaque(a)), None)
+    return host is not None and (activator is host or activator in host.ancestors())
+
+
 def px_per_dp(screen: tuple[int, int]) -> float:
     short = min(screen) if min(screen) > 0 else 1080
     return short / NARROWEST_DP
@@ -204,6 +210,8 @@ def stop_controls(
                 # A zero-size or off-screen label still names its clickable parent.
                 regions = [] if node.bounds.empty else [node.bounds]
                 parent = _activator(node)
+                if parent is not None and _page_host(node, parent):
+                    parent = None  # a WebView passes a touch to the page element, not to itself
                 if parent is not None and not parent.bounds.empty:
                     regions.append(parent.bounds)
                 if not regions:
@@ -348,6 +356,14 @@ class Interlock:
         if c is not None:
             return Block(c, f"{where} in the control's touch area")
         target = hierarchy.target_at(px, py)
+        under = hierarchy.at(px, py)
+        opaque = next((n for n in under if _opaque(n)), None)
+        if target is not None and opaque is not None and (target is opaque or target in opaque.ancestors()):
+            # A WebView hands the touch to the page element under the finger, not to its whole
+            # page: judge that element (when the page exposes one there).
+            inside = [n for n in under if opaque in n.ancestors()]
+            if inside:
+                target = inside[0]
         if target is not None:
             block = self._label_block(target, f"{where}: the tapped target's text names a stop control")
             if block is not None:
@@ -355,7 +371,6 @@ class Interlock:
             c = next((c for c in controls if any(_overlap(target.bounds, r) for r in c.regions)), None)
             if c is not None:
                 return Block(c, f"{where}: the tapped target overlaps a stop control")
-        under = hierarchy.at(px, py)
         if controls:
             order = {id(n): i for i, n in enumerate(hierarchy.nodes)}
             for node in under:
