@@ -3,7 +3,8 @@
 On a virtual phone (a test rig behind the real adb server, hosted in its own process):
 
 - raw: a loop of uiautomator2 3.7 calls, made directly — per step the calls the runner makes
-  for one `real` step (screenshot, hierarchy, deviceInfo, the interlock's fresh hierarchy, click),
+  for one `real` step (screenshot, hierarchy, deviceInfo, the interlock's fresh hierarchy and its
+  re-read right before the input, click),
   plus the two observations every episode ends with (the one the agent stops on, the final one);
 - runner: `run_episode` on a `real` PhoneTarget (interlock armed) with a synthetic agent that
   taps a safe point each step (labelled synthetic: no model cost), setup excluded.
@@ -109,6 +110,7 @@ def raw_episode(d: Any, steps: int, px: tuple[int, int]) -> float:
         d.dump_hierarchy()
         d.info  # noqa: B018 - deviceInfo: foreground package and display size
         d.dump_hierarchy()  # the interlock's fresh look before the tap
+        d.dump_hierarchy()  # and its re-read right before it (the decision is redone if it changed)
         d.click(*px)
     for _ in range(2):
         d.jsonrpc.takeScreenshot(1, 80)

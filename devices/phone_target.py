@@ -27,6 +27,7 @@ import httpx
 
 from devices.farm.health import dismiss_popups
 from devices.farm.interlock import InterlockedDevice
+from devices.farm.interlock_policy import InterlockPolicy
 from devices.phone import PhoneDevice
 from devices.recipe_runner import SetupRunner, StepRecord
 from devices.rig import Account
@@ -266,7 +267,9 @@ class PhoneTarget:
         self._launch(package)
         self._ensure_logged_in()
         # Setup input goes through the armed interlock: no setup step can cross the boundary.
-        self.interlock.arm(instance.boundary(), list(self.pack.real_app.forbidden))
+        self.interlock.arm(
+            instance.boundary(), list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack)
+        )
         runner = SetupRunner(
             self.phone,
             self.interlock,

@@ -394,6 +394,23 @@ class Popup(_Strict):
     tap: Selector
 
 
+class SafeInput(StrEnum):
+    """What a money-moving app's interlock refuses unless the screen is marked safe for it."""
+
+    WEBVIEW_TAPS = "webview_taps"  # taps into WebView / canvas regions that expose no text
+    ENTER = "enter"  # ENTER, and typed text with a newline (an IME action submits the form)
+
+
+class SafeScreen(_Strict):
+    """A screen of a money-moving app that the pack's author vouches for: while a node matching
+    `when` is on screen, the interlock lets through the inputs in `allow` (stop controls on the
+    screen are still never activated)."""
+
+    name: str = Field(min_length=1)
+    when: Selector
+    allow: list[SafeInput] = Field(default_factory=lambda: [SafeInput.WEBVIEW_TAPS], min_length=1)
+
+
 class RealApp(_Strict):
     package: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)+$")
     name: str
@@ -406,6 +423,8 @@ class RealApp(_Strict):
     probe_back: list[SetupStep] = Field(default_factory=list)
     # The app's own launch pop-ups (splash ads) that a lab's harness skips before handing over.
     popups: list[Popup] = Field(default_factory=list)
+    # Screens where the interlock of a money-moving app may let WebView taps or ENTER through.
+    safe_screens: list[SafeScreen] = Field(default_factory=list)
 
 
 class PackPolicy(_Strict):

@@ -2,7 +2,8 @@
 
 `CommitScreen` is a test screen (PIL-drawn, labelled as such) that a virtual phone shows for the
 bank package: a payment confirmation with every kind of control an agent could use to cross a
-commit boundary — a pay button with an icon and a label child, a slide-to-confirm bar, an
+commit boundary, each of which commits (recorded in `commits`) when the screen's own dispatch
+activates it — a pay button with an icon and a label child, a slide-to-confirm bar, an
 in-content "submit order" row inside a scrolling list, controls in the screen's corners, password
 and SMS-code fields, and a "next" button that turns into the commit dialog.
 """
@@ -64,6 +65,7 @@ class CommitScreen:
         self.switch_after_s = switch_after_s
         self._started = time.monotonic()
         self.taps: list[tuple[int, int]] = []
+        self.commits: list[str] = []  # what the screen's own dispatch committed: the evidence
 
     # ScreenSource ----------------------------------------------------------------------------
 
@@ -183,8 +185,30 @@ class CommitScreen:
             yield n
             yield from self._flat(n.children)
 
+    def _stop_at(self, x: int, y: int) -> str | None:
+        """The commit control the screen's own dispatch would activate at (x, y)."""
+        dialog = (60, 2060, 1020, 2260)
+        if self._dialog_shown() and _in(dialog, x, y):
+            return "确定"
+        row = (SUBMIT_ROW[0], SUBMIT_ROW[1] - self.scroll, SUBMIT_ROW[2], SUBMIT_ROW[3] - self.scroll)
+        for name, box in (
+            ("确认付款", PAY_BUTTON),
+            ("滑动确认支付", SLIDER),
+            ("快捷支付", CORNER_TL),
+            ("立即支付", CORNER_BR),
+        ):
+            if _in(box, x, y):
+                return name
+        if _in(LIST, x, y) and _in(row, x, y):
+            return "提交订单"
+        return None
+
     def tap(self, x: int, y: int, long: bool = False) -> None:
         self.taps.append((x, y))
+        stop = self._stop_at(x, y)
+        if stop is not None:
+            self.commits.append(stop)
+            return
         for name, box in (("amount", AMOUNT), ("password", PASSWORD), ("sms", SMS)):
             if box[0] <= x <= box[2] and box[1] <= y <= box[3]:
                 self.focus = name
@@ -193,15 +217,37 @@ class CommitScreen:
             self.dialog = True
 
     def swipe(self, x1: int, y1: int, x2: int, y2: int, duration_ms: int) -> None:
+        for x, y in ((x1, y1), (x2, y2)):
+            stop = self._stop_at(x, y)
+            if stop is not None:
+                self.commits.append(stop)
+                return
+        if _in(SLIDER, x2, y2) or (
+            SLIDER[1] <= y1 <= SLIDER[3] and min(x1, x2) <= SLIDER[0] < SLIDER[2] <= max(x1, x2)
+        ):
+            self.commits.append("滑动确认支付")
+            return
         if LIST[1] <= y1 <= LIST[3]:
             self.scroll = max(0, min(300, self.scroll + (y1 - y2)))
 
     def key(self, key: str) -> bool:
+        if key == "enter":
+            # The focused button, or the form of the focused field (its IME action), or the
+            # screen's default button: this screen submits on ENTER whatever has the focus.
+            self.commits.append(f"enter ({self.focus or 'no focus'})")
         return key != "back"
 
     def text(self, text: str) -> None:
+        if "\n" in text or "\r" in text:
+            self.commits.append("typed newline")
         if self.focus in self.fields:
             self.fields[self.focus] += text
+            if self.focus in ("password", "sms") and len(self.fields[self.focus]) >= 6:
+                self.commits.append(f"{self.focus} complete")  # a keypad submits on its last digit
+
+
+def _in(box: tuple[int, int, int, int], x: float, y: float) -> bool:
+    return box[0] <= x <= box[2] and box[1] <= y <= box[3]
 
 
 @contextlib.contextmanager

@@ -59,6 +59,7 @@ class Rig:
     serial: str
     phone: PhoneDevice
     guard: InterlockedDevice
+    current: CommitScreen | None = None
 
     @property
     def vphone(self) -> Any:
@@ -84,6 +85,7 @@ class Rig:
         self.guard.arm(BOUNDARY, FORBIDDEN)
         self.guard.observe()
         assert made, "the bank package did not start the test screen"
+        self.current = made[-1]
         return made[-1]
 
     def events(self) -> int:
@@ -103,6 +105,8 @@ def blocked(rig: Rig, action: Action) -> BoundaryBlocked:
     with pytest.raises(BoundaryBlocked) as info:
         rig.guard.act(action)
     assert rig.events() == before, f"{action} reached the phone: {rig.vphone.events.events(before)}"
+    assert rig.current is not None
+    assert not rig.current.commits, f"{action} committed: {rig.current.commits}"
     assert info.value.hierarchy and "<hierarchy" in info.value.hierarchy
     return info.value
 
@@ -329,6 +333,7 @@ def test_allowed_actions_reach_the_phone(rig: Rig) -> None:
     passes(rig, Type(text="100"))
     assert screen.fields["amount"] == "100"
     passes(rig, KeyPress(key=Key.BACK))
+    assert not screen.commits
 
 
 def test_no_input_ever_landed_on_a_stop_control(rig: Rig) -> None:
@@ -366,3 +371,19 @@ def test_decision_is_pure_and_reusable() -> None:
     assert lock.check(Click(x=nx(950), y=ny(1700)), hier, to_px, (W, H)) is None
     assert lock.check(Swipe(x=nx(540), y=ny(1000), x2=nx(540), y2=ny(300)), hier, to_px, (W, H)) is None
     assert LIST[3] < PAY_BUTTON[1]
+
+
+def test_the_screen_commits_when_reached_unguarded(rig: Rig) -> None:
+    """The traps work: the same inputs sent straight to the phone commit on the screen's own record."""
+    attempts: list[tuple[dict[str, Any], Action]] = [
+        ({}, Click(x=center(PAY_LABEL)[0], y=center(PAY_LABEL)[1])),
+        ({}, Swipe(x=nx(40), y=center(SLIDER)[1], x2=nx(1050), y2=center(SLIDER)[1], duration_ms=400)),
+        ({}, Click(x=center(SUBMIT_ROW)[0], y=center(SUBMIT_ROW)[1])),
+        ({"focus": "amount"}, KeyPress(key=Key.ENTER)),
+        ({"focus": "password"}, Type(text="135790")),
+        ({}, Click(x=1000, y=1000)),
+    ]
+    for kwargs, action in attempts:
+        screen = rig.screen(**kwargs)
+        rig.phone.act(action)
+        assert screen.commits, f"{action} did not commit on the unguarded screen"

@@ -1,26 +1,33 @@
 """The safety interlock: nothing that would cross a commit boundary reaches a real app.
 
-The episode loop already stops when an action's point lands on a boundary control of the
-screen the agent saw. The interlock is the second, independent layer, and sits in front of the
-phone itself, so it holds whatever calls the device (the loop, a golden plan, a replay, a bug):
+The episode loop already stops when an action's point lands on a boundary control of the screen
+the agent saw. The interlock is the second, independent layer, and sits in front of the phone
+itself, so it holds whatever calls the device (the loop, a golden plan, a replay, a bug). Its
+threat model: the agent is an adversary that does not know it is one.
 
-- the task's boundary selectors AND the app profile's always-forbidden controls (pay, confirm
-  transfer, submit order…) are armed together;
-- every touch, key and text entry is hit-tested against a FRESH hierarchy dumped right before
-  it would be sent — not the screen the agent saw, which may be stale;
-- taps, long presses and double taps are tested at the exact pixel that would be sent, with a
-  small margin, against the control, its label/icon children and the clickable ancestor that a
-  tap on a label activates;
-- swipes are tested at their start (touch-down lands there), their end, and along the path (a
-  drag across a slide-to-confirm control); a scroll gesture that starts elsewhere in the same
-  scrollable container only passes over in-content controls and is let through;
+- The task's boundary selectors AND the app profile's always-forbidden controls (pay, confirm
+  transfer, submit order…) are armed together. Labels match after normalisation (NFKC, case,
+  whitespace, zero-width, direction and combining characters dropped) and as substrings, over a
+  node's own text and content-desc and, for the node a tap activates, over its subtree's text
+  joined (`devices.farm.stop_labels`).
+- Every touch, key and text entry is decided on a FRESH hierarchy, read again right before the
+  input is sent: the decision is redone on every dump until two consecutive dumps agree.
+- Taps, long presses and double taps are blocked when the pixel lies in a stop control's touch
+  area (its bounds, its clickable ancestor's, plus a slop margin — widened to a 48 dp target for
+  small controls, which apps enlarge with touch delegates); when the tapped target's text names a
+  stop control; when the tapped target's bounds overlap a stop control; and when any node drawn
+  above a stop control (an overlay, a sibling) contains the pixel and overlaps it.
+- Swipes are tested at their start, their end and along the path (a drag across a slide-to-
+  confirm control); a scroll that starts elsewhere in the same scrollable container only passes
+  over in-content controls and is let through.
 - ENTER is blocked while a stop control is focused, or while any stop control is on screen and
-  the focus is an editable field or unknown (the IME action would submit the form);
-- text is blocked when it would submit (a newline, under the ENTER rule) or when it goes into a
-  password / SMS-code field of a screen that shows a stop control;
-- if the stop controls on screen differ from those of the screen the agent last observed (the
-  screen changed under the agent), the interlock dumps again until two dumps agree and tests
-  every dump it saw.
+  the focus is an editable field or unknown; text is blocked when it would submit (a newline,
+  under the ENTER rule), when it goes into a focused stop control, or into a password / SMS-code
+  field of a screen that shows a stop control.
+- A money-moving app (`devices.farm.interlock_policy`) also refuses ENTER and typed newlines
+  everywhere, taps into WebView / canvas regions that expose no text, typing into a payment
+  password or code field, `OpenApp`, and any touch or text that lands in another package —
+  except where the pack marks the screen safe.
 
 A blocked action raises `BoundaryBlocked` with the control, the hierarchy and a screenshot; the
 loop records it as `boundary_reached`.
@@ -36,25 +43,58 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from realbench.actions import Action, Click, DoubleClick, Key, KeyPress, LongPress, Swipe, Type
+from devices.farm.interlock_policy import InterlockPolicy
+from devices.farm.stop_labels import names_stop, subtree_text
+from realbench.actions import (
+    Action,
+    Answer,
+    Click,
+    DoubleClick,
+    Key,
+    KeyPress,
+    LongPress,
+    OpenApp,
+    Swipe,
+    Terminate,
+    Type,
+    Wait,
+)
 from realbench.boundary import boundary_hit
 from realbench.device import DeviceKind
 from realbench.errors import BoundaryBlocked, DeviceError, RealbenchError
 from realbench.hierarchy import Bounds, Hierarchy, Node, Selector
 from realbench.observation import Observation
+from realbench.taskpack import SafeInput
 
 log = logging.getLogger(__name__)
 
 MARGIN_PX = 3  # touch slop around a control's edge still counts as the control
+TOUCH_TARGET_DP = 48  # Android's minimum touch target: apps widen smaller controls to it (TouchDelegate)
+TOUCH_SLOP_DP = 8  # Android's touch slop, added around a widened control
+# px per dp is taken as the short side / 360 dp: on every common phone this overestimates it, so
+# the widened areas err on the large side.
+NARROWEST_DP = 360
 PATH_STEP_PX = 6  # spacing of the points tested along a swipe
 TAP_SLOP_PX = 24  # a swipe shorter than this is a tap at its start
 SETTLE_S = 0.25
-SETTLE_DUMPS = 3
+SETTLE_DUMPS = 3  # kept for callers; the re-read loop below is bounded by MAX_DUMPS
+MAX_DUMPS = 4  # re-reads before an input when the screen keeps changing; every dump is decided
 SECRET_FIELD = re.compile(
     r"passw|passwd|pwd|pin\b|otp|sms|captcha|verif|code|密码|验证码|校验码|动态码|短信|口令|交易码",
     re.IGNORECASE,
 )
 EDITABLE_CLASSES = ("EditText", "AutoCompleteTextView", "SearchView", "TextInput")
+# Views whose content the hierarchy does not describe: an H5 page, a canvas, a GL surface.
+OPAQUE_VIEW_CLASSES = (
+    "WebView",
+    "XWalkView",
+    "SurfaceView",
+    "TextureView",
+    "Canvas",
+    "FlutterView",
+    "GLSurfaceView",
+)
+PASS_THROUGH = (Wait, Answer, Terminate)
 
 
 class GuardedPhone(Protocol):
@@ -97,7 +137,8 @@ class StopControl:
     selector: Selector
     origin: str
     node: Node
-    regions: tuple[Bounds, ...]
+    regions: tuple[Bounds, ...]  # the control's and its clickable ancestor's bounds
+    reach: tuple[Bounds, ...] = ()  # the regions widened by slop / touch-delegate margins
 
     def label(self) -> str:
         return self.node.all_text() or self.node.resource_id or self.node.class_name
@@ -125,30 +166,73 @@ def _activator(node: Node) -> Node | None:
     return next((a for a in node.ancestors() if a.clickable or a.long_clickable), None)
 
 
+def _page_host(node: Node, activator: Node) -> bool:
+    """Whether `activator` is the WebView / canvas that hosts `node` (or one of its ancestors)."""
+    host = next((a for a in node.ancestors() if _opaque(a)), None)
+    return host is not None and (activator is host or activator in host.ancestors())
+
+
+def px_per_dp(screen: tuple[int, int]) -> float:
+    short = min(screen) if min(screen) > 0 else 1080
+    return short / NARROWEST_DP
+
+
+def touch_reach(b: Bounds, margin: int, dp: float) -> Bounds:
+    """Where a touch still activates a control with bounds `b`: a slop margin, and a small control
+    widened to the minimum touch target plus slop on each side (what a touch delegate does)."""
+    target, slop = TOUCH_TARGET_DP * dp, TOUCH_SLOP_DP * dp
+    ex = margin + (max(0.0, (target - b.width) / 2) + slop if b.width < target else 0.0)
+    ey = margin + (max(0.0, (target - b.height) / 2) + slop if b.height < target else 0.0)
+    return Bounds(
+        math.floor(b.left - ex), math.floor(b.top - ey), math.ceil(b.right + ex), math.ceil(b.bottom + ey)
+    )
+
+
 def stop_controls(
-    hierarchy: Hierarchy, boundary: list[Selector], forbidden: list[Selector]
+    hierarchy: Hierarchy,
+    boundary: list[Selector],
+    forbidden: list[Selector],
+    *,
+    screen: tuple[int, int] | None = None,
+    margin_px: int = MARGIN_PX,
 ) -> list[StopControl]:
+    """Every control on screen a stop selector names, innermost first: a container whose joined
+    text names it only because a descendant does is left to the tapped-target rule."""
+    dp = px_per_dp(screen or (hierarchy.screen.right, hierarchy.screen.bottom))
     out: list[StopControl] = []
     for origin, selectors in ((StopOrigin.BOUNDARY, boundary), (StopOrigin.FORBIDDEN, forbidden)):
         for sel in selectors:
-            for node in hierarchy.nodes:
-                if node.bounds.empty or not sel.matches(node):
+            matched = [n for n in hierarchy.nodes if names_stop(sel, n, subtree=True)]
+            ids = {id(n) for n in matched}
+            for node in matched:
+                if any(id(d) in ids for d in node.descendants()):
                     continue
-                regions = [node.bounds]
+                # A zero-size or off-screen label still names its clickable parent.
+                regions = [] if node.bounds.empty else [node.bounds]
                 parent = _activator(node)
+                if parent is not None and _page_host(node, parent):
+                    parent = None  # a WebView passes a touch to the page element, not to itself
                 if parent is not None and not parent.bounds.empty:
                     regions.append(parent.bounds)
-                out.append(StopControl(sel, origin, node, tuple(regions)))
+                if not regions:
+                    continue
+                reach = tuple(touch_reach(r, margin_px, dp) for r in regions)
+                out.append(StopControl(sel, origin, node, tuple(regions), reach))
     return out
 
 
-def _inside(b: Bounds, x: float, y: float, margin: int) -> bool:
+def _inside(b: Bounds, x: float, y: float, margin: int = 0) -> bool:
     return b.left - margin <= x <= b.right + margin and b.top - margin <= y <= b.bottom + margin
 
 
-def _hit(controls: list[StopControl], x: float, y: float, margin: int) -> StopControl | None:
+def _overlap(a: Bounds, b: Bounds) -> bool:
+    """A positive-area intersection (touching edges do not count)."""
+    return a.left < b.right and b.left < a.right and a.top < b.bottom and b.top < a.bottom
+
+
+def _hit(controls: list[StopControl], x: float, y: float) -> StopControl | None:
     for c in controls:
-        if any(_inside(r, x, y, margin) for r in c.regions):
+        if any(_inside(r, x, y) for r in c.reach or c.regions):
             return c
     return None
 
@@ -161,6 +245,10 @@ def _editable(node: Node) -> bool:
     return any(k in node.class_name for k in EDITABLE_CLASSES)
 
 
+def _opaque(node: Node) -> bool:
+    return any(k in node.class_name for k in OPAQUE_VIEW_CLASSES)
+
+
 def _is_secret_field(node: Node) -> bool:
     if node.password:
         return True
@@ -171,18 +259,31 @@ def _related(a: Node, b: Node) -> bool:
     return a is b or b in a.ancestors() or a in b.ancestors()
 
 
+def _is_touch(action: Action) -> bool:
+    return isinstance(action, Click | DoubleClick | LongPress)
+
+
 class Interlock:
     """The decision: would this action, on this hierarchy, activate a stop control?"""
 
     def __init__(
-        self, boundary: list[Selector], forbidden: list[Selector], *, margin_px: int = MARGIN_PX
+        self,
+        boundary: list[Selector],
+        forbidden: list[Selector],
+        *,
+        margin_px: int = MARGIN_PX,
+        policy: InterlockPolicy | None = None,
     ) -> None:
         self.boundary = list(boundary)
         self.forbidden = list(forbidden)
         self.margin_px = margin_px
+        self.policy = policy or InterlockPolicy()
+        self.app_aliases: dict[str, str] = {}
 
-    def controls(self, hierarchy: Hierarchy) -> list[StopControl]:
-        return stop_controls(hierarchy, self.boundary, self.forbidden)
+    def controls(self, hierarchy: Hierarchy, screen: tuple[int, int] | None = None) -> list[StopControl]:
+        return stop_controls(
+            hierarchy, self.boundary, self.forbidden, screen=screen, margin_px=self.margin_px
+        )
 
     def check(
         self,
@@ -191,74 +292,209 @@ class Interlock:
         to_pixels: Any,
         screen: tuple[int, int],
     ) -> Block | None:
-        controls = self.controls(hierarchy)
-        if not controls:
+        if isinstance(action, OpenApp):
+            return self.check_open_app(action)
+        if isinstance(action, PASS_THROUGH):
             return None
-        # The episode loop's own rule, applied to the fresh screen, as a floor.
-        same = boundary_hit(action, hierarchy, self.boundary + self.forbidden, screen)
-        if same is not None:
-            origin = StopOrigin.BOUNDARY if same.selector in self.boundary else StopOrigin.FORBIDDEN
-            return Block(StopControl(same.selector, origin, same.node, (same.node.bounds,)), same.reason)
-        m = self.margin_px
-        if isinstance(action, Click | DoubleClick | LongPress):
+        controls = self.controls(hierarchy, screen)
+        if controls:
+            # The episode loop's own rule, applied to the fresh screen, as a floor.
+            same = boundary_hit(action, hierarchy, self.boundary + self.forbidden, screen)
+            if same is not None:
+                origin = StopOrigin.BOUNDARY if same.selector in self.boundary else StopOrigin.FORBIDDEN
+                node = same.node
+                return Block(StopControl(same.selector, origin, node, (node.bounds,)), same.reason)
+        allowed = self.policy.allowed_here(hierarchy)
+        if _is_touch(action):
+            assert isinstance(action, Click | DoubleClick | LongPress)
             px, py = to_pixels(action.x, action.y)
-            c = _hit(controls, px, py, m)
-            return Block(c, f"{action.type} at pixel ({px},{py})") if c else None
+            return self._check_touch(action.type, px, py, hierarchy, controls, allowed)
         if isinstance(action, Swipe):
-            return self._check_swipe(action, hierarchy, controls, to_pixels)
-        if isinstance(action, KeyPress) and action.key is Key.ENTER:
-            return self._check_enter(hierarchy, controls)
+            return self._check_swipe(action, hierarchy, controls, to_pixels, allowed)
+        if isinstance(action, KeyPress):
+            if action.key is Key.ENTER:
+                return self._check_enter(hierarchy, controls, allowed)
+            if self.policy.money_moving and action.key not in (Key.BACK, Key.HOME, Key.RECENT):
+                return Block(None, f"key {action.key} in a money-moving app")
+            return None
         if isinstance(action, Type):
-            if "\n" in action.text or "\r" in action.text:
-                b = self._check_enter(hierarchy, controls)
-                if b is not None:
-                    return Block(b.control, f"text with a newline: {b.reason}")
-            focused = hierarchy.focused()
-            if focused is not None:
-                c = next((c for c in controls if _related(focused, c.node)), None)
-                if c is not None:
-                    return Block(c, "text into a focused stop control")
-                if _is_secret_field(focused):
-                    return Block(
-                        controls[0], "text into a password / verification-code field on a commit screen"
-                    )
+            return self._check_type(action, hierarchy, controls, allowed)
+        return None
+
+    def check_open_app(self, action: OpenApp) -> Block | None:
+        package = self.app_aliases.get(action.app, action.app)
+        if self.policy.money_moving:
+            return Block(None, f"open_app {package!r} in a money-moving app (another app can commit)")
+        if self.policy.foreign(package):
+            return Block(None, f"open_app {package!r}: not one of the pack's packages")
+        return None
+
+    # --- touches ----------------------------------------------------------------------------
+
+    def _label_block(self, node: Node, why: str) -> Block | None:
+        """A stop selector named by `node`'s own and its subtree's text (the tapped target)."""
+        for origin, selectors in (
+            (StopOrigin.BOUNDARY, self.boundary),
+            (StopOrigin.FORBIDDEN, self.forbidden),
+        ):
+            for sel in selectors:
+                if names_stop(sel, node, subtree=True):
+                    return Block(StopControl(sel, origin, node, (node.bounds,)), why)
+        return None
+
+    def _check_touch(
+        self,
+        kind: str,
+        px: float,
+        py: float,
+        hierarchy: Hierarchy,
+        controls: list[StopControl],
+        allowed: frozenset[SafeInput],
+    ) -> Block | None:
+        where = f"{kind} at pixel ({round(px)},{round(py)})"
+        c = _hit(controls, px, py)
+        if c is not None:
+            return Block(c, f"{where} in the control's touch area")
+        target = hierarchy.target_at(px, py)
+        under = hierarchy.at(px, py)
+        opaque = next((n for n in under if _opaque(n)), None)
+        if target is not None and opaque is not None and (target is opaque or target in opaque.ancestors()):
+            # A WebView hands the touch to the page element under the finger, not to its whole
+            # page: judge that element (when the page exposes one there).
+            inside = [n for n in under if opaque in n.ancestors()]
+            if inside:
+                target = inside[0]
+        if target is not None:
+            block = self._label_block(target, f"{where}: the tapped target's text names a stop control")
+            if block is not None:
+                return block
+            c = next((c for c in controls if any(_overlap(target.bounds, r) for r in c.regions)), None)
+            if c is not None:
+                return Block(c, f"{where}: the tapped target overlaps a stop control")
+        if controls:
+            order = {id(n): i for i, n in enumerate(hierarchy.nodes)}
+            for node in under:
+                if node is target or not (node.clickable or node.long_clickable or not node.children):
+                    continue
+                for c in controls:
+                    above = order.get(id(node), -1) > order.get(id(c.node), -1)
+                    if (
+                        above
+                        and not _related(node, c.node)
+                        and any(_overlap(node.bounds, r) for r in c.regions)
+                    ):
+                        return Block(c, f"{where}: a view drawn over a stop control takes the touch")
+        return self._policy_touch(where, under, target, allowed)
+
+    def _policy_touch(
+        self, where: str, under: list[Node], target: Node | None, allowed: frozenset[SafeInput]
+    ) -> Block | None:
+        policy = self.policy
+        foreign = next((n for n in under if policy.foreign(n.package)), None)
+        if foreign is not None:
+            return Block(None, f"{where} lands in {foreign.package}, outside the pack's packages")
+        if not policy.money_moving or SafeInput.WEBVIEW_TAPS in allowed:
+            return None
+        opaque = next((n for n in under if _opaque(n)), None)
+        if opaque is None:
+            return None
+        # Inside an H5 page / canvas: only what the hierarchy describes is known.
+        inner = [n for n in under if n is opaque or opaque in n.ancestors()]
+        known = target if target is not None and (target is opaque or opaque in target.ancestors()) else None
+        readable = (
+            subtree_text(known) if known is not None and known is not opaque else subtree_text(inner[0])
+        )
+        if inner[0] is opaque or not readable:
+            return Block(
+                None,
+                f"{where} in a {opaque.class_name} region that exposes no text (not a screen marked safe)",
+            )
         return None
 
     def _check_swipe(
-        self, action: Swipe, hierarchy: Hierarchy, controls: list[StopControl], to_pixels: Any
+        self,
+        action: Swipe,
+        hierarchy: Hierarchy,
+        controls: list[StopControl],
+        to_pixels: Any,
+        allowed: frozenset[SafeInput],
     ) -> Block | None:
-        m = self.margin_px
         fx, fy = to_pixels(action.x, action.y)
         tx, ty = to_pixels(action.x2, action.y2)
-        c = _hit(controls, fx, fy, m)
+        length = math.hypot(tx - fx, ty - fy)
+        if length <= TAP_SLOP_PX:
+            return self._check_touch("tap-like swipe", fx, fy, hierarchy, controls, allowed)
+        c = _hit(controls, fx, fy)
         if c:
             return Block(c, f"swipe starting at pixel ({fx},{fy})")
-        c = _hit(controls, tx, ty, m)
+        c = _hit(controls, tx, ty)
         if c:
             return Block(c, f"swipe ending at pixel ({tx},{ty})")
-        length = math.hypot(tx - fx, ty - fy)
         n = max(1, math.ceil(length / PATH_STEP_PX))
         start_under = hierarchy.at(fx, fy)
         for i in range(1, n):
             x, y = fx + (tx - fx) * i / n, fy + (ty - fy) * i / n
-            c = _hit(controls, x, y, m)
+            c = _hit(controls, x, y)
             if c is None:
                 continue
             container = _scroll_container(c.node)
-            scrolls_over = container is not None and length > TAP_SLOP_PX and container in start_under
+            scrolls_over = container is not None and container in start_under
             if not scrolls_over:
                 return Block(c, f"swipe path through pixel ({round(x)},{round(y)})")
+        for x, y in ((fx, fy), (tx, ty)):
+            foreign = next((n for n in hierarchy.at(x, y) if self.policy.foreign(n.package)), None)
+            if foreign is not None:
+                return Block(None, f"swipe through {foreign.package}, outside the pack's packages")
+        if abs(tx - fx) > abs(ty - fy):
+            # A sideways drag in an H5 page or canvas may be a slide-to-pay the hierarchy cannot show.
+            b = self._policy_touch(f"sideways swipe from pixel ({fx},{fy})", start_under, None, allowed)
+            if b is not None:
+                return b
         return None
 
-    def _check_enter(self, hierarchy: Hierarchy, controls: list[StopControl]) -> Block | None:
+    # --- keys and text ----------------------------------------------------------------------
+
+    def _check_enter(
+        self, hierarchy: Hierarchy, controls: list[StopControl], allowed: frozenset[SafeInput]
+    ) -> Block | None:
+        focused = hierarchy.focused()
+        if controls:
+            if focused is None:
+                return Block(controls[0], "enter with no known focus on a screen showing a stop control")
+            c = next((c for c in controls if _related(focused, c.node)), None)
+            if c is not None:
+                return Block(c, "enter while a stop control is focused")
+            if _editable(focused) or focused.focusable and not focused.clickable:
+                return Block(controls[0], "enter in a field of a form that a stop control submits")
+        if focused is not None and self.policy.foreign(focused.package):
+            return Block(None, f"enter into {focused.package}, outside the pack's packages")
+        if self.policy.money_moving and SafeInput.ENTER not in allowed:
+            return Block(
+                None, "enter in a money-moving app: a form submits by key, even with its button off screen"
+            )
+        return None
+
+    def _check_type(
+        self, action: Type, hierarchy: Hierarchy, controls: list[StopControl], allowed: frozenset[SafeInput]
+    ) -> Block | None:
+        if "\n" in action.text or "\r" in action.text:
+            b = self._check_enter(hierarchy, controls, allowed)
+            if b is not None:
+                return Block(b.control, f"text with a newline: {b.reason}")
         focused = hierarchy.focused()
         if focused is None:
-            return Block(controls[0], "enter with no known focus on a screen showing a stop control")
+            return None
+        if self.policy.foreign(focused.package):
+            return Block(None, f"text into {focused.package}, outside the pack's packages")
         c = next((c for c in controls if _related(focused, c.node)), None)
         if c is not None:
-            return Block(c, "enter while a stop control is focused")
-        if _editable(focused) or focused.focusable and not focused.clickable:
-            return Block(controls[0], "enter in a field of a form that a stop control submits")
+            return Block(c, "text into a focused stop control")
+        if _is_secret_field(focused):
+            if controls:
+                return Block(controls[0], "text into a password / verification-code field on a commit screen")
+            if self.policy.money_moving:
+                # A payment keypad submits itself on the last digit, with no button to see.
+                return Block(None, "text into a password / verification-code field of a money-moving app")
         return None
 
 
@@ -282,13 +518,18 @@ class InterlockedDevice:
         self.settle_s = settle_s
         self.blocked: list[Block] = []
         self.checked = 0
+        self.dumps = 0
         self.armed = False
         self._seen_controls: set[tuple[str, tuple[str, ...]]] | None = None
+        self.last_dump_s: float | None = None  # perf_counter of the last dump's reply
 
-    def arm(self, boundary: list[Selector], forbidden: list[Selector]) -> None:
+    def arm(
+        self, boundary: list[Selector], forbidden: list[Selector], policy: InterlockPolicy | None = None
+    ) -> None:
         """Set the controls of the coming episode (a task may have none; the app's forbidden list
-        still applies). Until armed, every touch, key and text is refused."""
-        self.interlock = Interlock(boundary, forbidden, margin_px=self.interlock.margin_px)
+        still applies) and the pack's policy. Until armed, every touch, key and text is refused."""
+        self.interlock = Interlock(boundary, forbidden, margin_px=self.interlock.margin_px, policy=policy)
+        self.interlock.app_aliases = dict(getattr(self.inner, "app_aliases", {}) or {})
         self.armed = True
         self._seen_controls = None
 
@@ -329,7 +570,7 @@ class InterlockedDevice:
         return getattr(self.inner, name)
 
     def act(self, action: Action) -> None:
-        if not isinstance(action, Click | DoubleClick | LongPress | Swipe | KeyPress | Type):
+        if isinstance(action, PASS_THROUGH):
             self.inner.act(action)
             return
         if not self.armed:
@@ -338,71 +579,94 @@ class InterlockedDevice:
                 f"interlock on {self.inner.serial} is not armed; refusing {action.type}",
                 hint="PhoneTarget.setup arms it with the task's boundary and the app's forbidden controls",
             )
-        if isinstance(action, KeyPress) and action.key is not Key.ENTER:
+        if isinstance(action, KeyPress) and action.key in (Key.BACK, Key.HOME, Key.RECENT):
             self.inner.act(action)  # back / home / recent cannot commit anything
+            return
+        if isinstance(action, OpenApp):
+            self.checked += 1
+            block = self.interlock.check_open_app(action)
+            if block is not None:
+                self._refuse(action, block, self._dump_or_none())
+            self.inner.act(action)
             return
         if isinstance(action, DoubleClick):
             # The first tap may open a dialog whose commit button lies under the second one:
             # each tap is checked against the screen it will land on.
             single = Click(x=action.x, y=action.y)
-            self._guard(action, self._fresh_screens())
+            self._guard(action)
             self.inner.act(single)
-            self._guard(action, self._fresh_screens(settle=False))
+            self._guard(action, settle=False)
             self.inner.act(single)
             return
-        self._guard(action, self._fresh_screens())
+        self._guard(action)
         self.inner.act(action)
 
-    def _guard(self, action: Action, screens: list[tuple[str, Hierarchy]]) -> None:
+    def _guard(self, action: Action, *, settle: bool = True) -> None:
+        """Decide on fresh dumps, and read again right before the input: the decision is redone
+        on each dump until two consecutive dumps agree (or MAX_DUMPS were all decided)."""
         self.checked += 1
         screen = self.inner.size()
-        for xml, hierarchy in screens:
+        seen = self._seen_controls
+        self._seen_controls = None  # after this action the screen is unknown again
+        previous: str | None = None
+        for attempt in range(MAX_DUMPS):
+            xml, hierarchy = self._dump()
             block = self.interlock.check(action, hierarchy, self.inner.to_pixels, screen)
             if block is not None:
-                self.blocked.append(block)
-                log.warning(
-                    "interlock on %s blocked %s: %s", self.inner.serial, action.type, block.describe()
-                )
-                raise BoundaryBlocked(
-                    f"interlock blocked {action.type} on {self.inner.serial}: {block.describe()}",
-                    control=block.control.describe() if block.control else "",
-                    hierarchy=xml,
-                    screenshot=self._screenshot_or_none(),
-                )
+                self._refuse(action, block, xml)
+            if xml == previous:
+                return
+            changed_under_agent = previous is None and seen is not None and self._keys(hierarchy) != seen
+            if settle and attempt + 1 < MAX_DUMPS and (previous is not None or changed_under_agent):
+                time.sleep(self.settle_s)  # the screen is moving: let it settle before the re-read
+            previous = xml
+        log.info(
+            "interlock on %s: the screen changed on each of %d dumps; every one was checked",
+            self.inner.serial,
+            MAX_DUMPS,
+        )
+
+    def _dump(self) -> tuple[str, Hierarchy]:
+        xml = self.inner.hierarchy()
+        self.last_dump_s = time.perf_counter()
+        self.dumps += 1
+        try:
+            hierarchy = Hierarchy(xml)
+        except RealbenchError as exc:
+            raise DeviceError(
+                f"interlock on {self.inner.serial}: unreadable hierarchy ({exc.message}); nothing sent",
+                hint="the episode is an unscored abort and will be rerun",
+            ) from None
+        if self.screen_check is not None:
+            self.screen_check(hierarchy)
+        return xml, hierarchy
+
+    def _refuse(self, action: Action, block: Block, xml: str | None) -> None:
+        self.blocked.append(block)
+        log.warning("interlock on %s blocked %s: %s", self.inner.serial, action.type, block.describe())
+        raise BoundaryBlocked(
+            f"interlock blocked {action.type} on {self.inner.serial}: {block.describe()}",
+            control=block.control.describe() if block.control else block.reason,
+            hierarchy=xml,
+            screenshot=self._screenshot_or_none(),
+        )
+
+    def _keys(self, hierarchy: Hierarchy) -> set[tuple[str, tuple[str, ...]]]:
+        return {c.key() for c in self.interlock.controls(hierarchy)}
 
     def _control_keys(self, xml: str | None) -> set[tuple[str, tuple[str, ...]]] | None:
         if not xml:
             return None
         try:
-            return {c.key() for c in self.interlock.controls(Hierarchy(xml))}
+            return self._keys(Hierarchy(xml))
         except RealbenchError:
             return None
 
-    def _fresh_screens(self, *, settle: bool = True) -> list[tuple[str, Hierarchy]]:
-        """Dumps taken now; more than one when the stop controls differ from what the agent saw."""
-        out: list[tuple[str, Hierarchy]] = []
-        previous = self._seen_controls
-        dumps = SETTLE_DUMPS if settle else 1
-        for _ in range(dumps):
-            xml = self.inner.hierarchy()
-            try:
-                hierarchy = Hierarchy(xml)
-            except RealbenchError as exc:
-                raise DeviceError(
-                    f"interlock on {self.inner.serial}: unreadable hierarchy ({exc.message}); nothing sent",
-                    hint="the episode is an unscored abort and will be rerun",
-                ) from None
-            if self.screen_check is not None:
-                self.screen_check(hierarchy)
-            out.append((xml, hierarchy))
-            keys = {c.key() for c in self.interlock.controls(hierarchy)}
-            if previous is not None and keys == previous:
-                break
-            previous = keys
-            if len(out) < dumps:
-                time.sleep(self.settle_s)
-        self._seen_controls = None  # after this action the screen is unknown again
-        return out
+    def _dump_or_none(self) -> str | None:
+        try:
+            return self.inner.hierarchy()
+        except DeviceError:
+            return None
 
     def _screenshot_or_none(self) -> bytes | None:
         try:

@@ -8,6 +8,7 @@ Public methods without `async` are safe to call from any thread.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -64,6 +65,9 @@ class VirtualPhone:
         self.name = name
         self.faults = spec.faults.model_copy(deep=True)
         self.events = EventLog()
+        # When each hierarchy dump served over JSON-RPC read the screen (not the phone's own reads).
+        self.dump_times: collections.deque[float] = collections.deque(maxlen=4096)
+        self.dumps_served = 0
         self.fs = MemoryFS()
         self._screens = screens or static_screens
         self.ui = PhoneUI(spec, self.faults, self.events, lambda pkg: self._screens(self, pkg))

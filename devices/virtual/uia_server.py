@@ -146,7 +146,14 @@ class UiautomatorServer:
         return base64.b64encode(data).decode()
 
     async def rpc_dumpWindowHierarchy(self, compressed: bool = False, max_depth: int = 50, *_: Any) -> str:
-        return await self.phone.ui_call(self.phone.ui.hierarchy)
+        def dump() -> str:
+            taken = time.time()  # when the screen was read: a dump is as old as this
+            xml = self.phone.ui.hierarchy()
+            self.phone.dump_times.append(taken)
+            self.phone.dumps_served += 1
+            return xml
+
+        return await self.phone.ui_call(dump)
 
     async def rpc_wakeUp(self, *_: Any) -> None:
         await self.phone.ui_call(setattr, self.phone.ui, "screen_on", True)
