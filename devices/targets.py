@@ -128,7 +128,7 @@ def run_pack(
     agent_name = probe.name
     rid = run_id or default_run_id(agent_name, kind.value)
     settings = getattr(probe, "settings", None)
-    store = RunStore(out)
+    store = RunStore(out, writer="realbench run")
     config = {
         "pack": str(pack_path),
         "target": kind.value,

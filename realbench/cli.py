@@ -180,6 +180,7 @@ def _print_summary(data: dict[str, object]) -> None:
     console.print(
         f"run [bold]{data['run_id']}[/]{label}: {data['successes']}/{data['episodes']} successes ({rate_text}), "
         f"{data['aborted']} aborted, abort rate {float(data['abort_rate']):.1%}"  # type: ignore[arg-type]
+        + (f", [yellow]{data['damaged']} damaged[/]" if data.get("damaged") else "")
     )
     outcomes = data.get("outcomes") or {}
     if isinstance(outcomes, dict) and outcomes:
@@ -204,9 +205,16 @@ def show_cmd(
 
     store = RunStore(out, create=False)
     summaries = [summarize(store, r["run_id"]).data for r in store.runs()]
+    damaged = store.damaged()
     if as_json:
-        print(json.dumps({"store": str(out), "runs": summaries}, ensure_ascii=False))
+        print(json.dumps({"store": str(out), "runs": summaries, "damaged": damaged}, ensure_ascii=False))
         return
+    if damaged:
+        err_console.print(
+            f"[yellow]{len(damaged)} damaged episode(s)[/] (left out of the rates below; "
+            f"`realbench store check {out}` names them, `store repair` re-queues them)",
+            soft_wrap=True,
+        )
     if not summaries:
         console.print(f"{out}: no runs yet")
         return
@@ -284,6 +292,10 @@ vphone_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(vphone_app, name="vphone")
+
+from realbench.store_commands import store_app  # noqa: E402 - registered beside the other sub-apps
+
+app.add_typer(store_app, name="store")
 
 
 @vphone_app.command("up")

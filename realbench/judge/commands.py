@@ -109,7 +109,7 @@ def judge_run(
 
     if not (Path(rundir) / "index.sqlite").exists():
         raise StoreError(f"{rundir} is not a run store", hint="pass the --out folder of a `realbench run`")
-    store = RunStore(rundir, create=False)
+    store = RunStore(rundir, create=False, writer="realbench judge")
     try:
         pack = _pack_for(store, pack_path)
         cache = JudgeCache(Path(rundir) / "judge_cache") if use_cache else None
