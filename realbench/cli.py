@@ -256,15 +256,43 @@ def clone_stats_cmd(
         raise typer.Exit(code=1)
 
 
+TokenEnvOption = Annotated[
+    str,
+    typer.Option("--token-env", help="Env var holding the token clients must send (needed off loopback)"),
+]
+AllowHostOption = Annotated[
+    list[str] | None, typer.Option("--allow-host", help="Extra Host header name to accept (repeatable)")
+]
+MaxBodyOption = Annotated[int, typer.Option("--max-body", min=1, help="Largest request body in bytes (413)")]
+MaxSessionsOption = Annotated[int, typer.Option("--max-sessions", min=1, help="Live sessions at most (429)")]
+IdleOption = Annotated[
+    float, typer.Option("--idle-timeout", min=1, help="Seconds before an idle session expires")
+]
+
+
 @app.command("serve")
 def serve_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one)")] = 8765,
+    token_env: TokenEnvOption = "REALBENCH_SERVER_TOKEN",
+    allow_host: AllowHostOption = None,
+    max_body: MaxBodyOption = 4 * 1024 * 1024,
+    max_sessions: MaxSessionsOption = 1024,
+    idle_timeout: IdleOption = 3600.0,
 ) -> None:
     """Run the clone server: many sessions of every clone, pages at /s/<session>, JSON API at /api."""
     from clones.server import serve
+    from realbench.http_guard import ServerLimits
 
-    serve(host, port, announce=lambda url: console.print(f"clone server at {url}", soft_wrap=True))
+    limits = ServerLimits(max_body_bytes=max_body, max_sessions=max_sessions, idle_timeout_s=idle_timeout)
+    serve(
+        host,
+        port,
+        announce=lambda url: console.print(f"clone server at {url}", soft_wrap=True),
+        limits=limits,
+        token_env=token_env,
+        allow_hosts=tuple(allow_host or ()),
+    )
 
 
 @app.command("rollout-service")
@@ -280,11 +308,40 @@ def rollout_service_cmd(
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Ray cluster address (default: start a local one)")
     ] = None,
+    pack_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pack-dir", help="Folder whose packs clients may name (besides taskpacks/; repeatable)"
+        ),
+    ] = None,
+    token_env: TokenEnvOption = "REALBENCH_SERVER_TOKEN",
+    allow_host: AllowHostOption = None,
+    max_body: MaxBodyOption = 4 * 1024 * 1024,
+    max_envs: Annotated[
+        int, typer.Option("--max-envs", min=1, help="Live environments at most (429)")
+    ] = 1024,
+    idle_timeout: IdleOption = 3600.0,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option("--shutdown-timeout", min=1, help="Seconds a shutdown waits before killing workers"),
+    ] = 20.0,
 ) -> None:
     """Serve clone environments to RL trainers over HTTP (create/reset/step/snapshot/restore; see docs/rl.md)."""
     from devices.rl.service import serve_rollouts
+    from realbench.http_guard import ServerLimits
 
-    serve_rollouts(host=host, port=port, workers=workers, backend=backend, ray_address=ray_address)
+    serve_rollouts(
+        host=host,
+        port=port,
+        workers=workers,
+        backend=backend,
+        ray_address=ray_address,
+        pack_dirs=tuple(pack_dir or ()),
+        token_env=token_env,
+        allow_hosts=tuple(allow_host or ()),
+        limits=ServerLimits(max_body_bytes=max_body, max_sessions=max_envs, idle_timeout_s=idle_timeout),
+        shutdown_timeout_s=shutdown_timeout,
+    )
 
 
 vphone_app = typer.Typer(
