@@ -6,7 +6,6 @@ with --server-url); `real` and `clone-on-phone` targets come from a rig's phones
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,13 +28,9 @@ def parse_task_selection(tasks: str | None) -> list[str] | None:
     if not tasks:
         return None
     if tasks.startswith("@"):
-        path = Path(tasks[1:])
-        if not path.exists():
-            raise ConfigError(f"task list {path} does not exist")
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            data = data.get("tasks", [])
-        ids = [t["task"] if isinstance(t, dict) else str(t) for t in data]
+        from realbench.task_lists import read_task_list
+
+        ids = read_task_list(Path(tasks[1:]))
     else:
         ids = [t.strip() for t in tasks.split(",") if t.strip()]
     if not ids:

@@ -78,7 +78,8 @@ def check_pack_cmd(
                 raise PackError(pack.path or str(path), problems)
         except PackError as exc:
             bad = True
-            report[str(path)] = {"ok": False, "problems": [str(p) for p in exc.problems]}
+            shown = [str(p)[:500] for p in exc.problems[:200]]
+            report[str(path)] = {"ok": False, "problems": shown, "problem_count": len(exc.problems)}
             if not as_json:
                 err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
             continue
