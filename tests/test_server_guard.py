@@ -228,3 +228,16 @@ def test_rollout_service_refuses_unregistered_packs_deep_json_and_floods(tmp_pat
         flood = c.post("/v1/envs", json={"env": "realbench/bank-v1"})
         assert flood.status_code == 429
         assert c.post("/v1/envs", json={"pack": "bank"}).status_code == 429  # registered, but no room
+
+
+def test_rollout_client_sends_the_token(monkeypatch):
+    from devices.rl.client import RolloutClient
+    from devices.rl.service import RolloutServer
+    from realbench.errors import RealbenchError
+
+    monkeypatch.setenv("RB_ROLLOUT_TOKEN", "tok-123456")
+    security = ServerSecurity(token="tok-123456", allowed_hosts=LOOPBACK_NAMES)
+    with RolloutServer(_NoPool(), security=security) as server:  # type: ignore[arg-type]
+        assert RolloutClient(server.url, token_env="RB_ROLLOUT_TOKEN").request("GET", "/v1/health")["ok"]
+        with pytest.raises(RealbenchError, match="token"):
+            RolloutClient(server.url).request("GET", "/v1/health")
