@@ -248,7 +248,7 @@ def case_server_bodies(work: Path) -> CaseResult:
         details={
             "statuses": sorted(set(codes)),
             "sessions_made": sessions,
-            "rss_growth_mb": round(rss1 - rss0, 1),
+            "rss_growth_mb_client_and_server": round(rss1 - rss0, 1),
         },
     )
 
