@@ -200,3 +200,17 @@ def test_out_pointing_at_a_file_is_one_line(tmp_path):
     done = _cli("run", "--pack", "taskpacks/train_ticketing", "--out", str(f), "--no-progress")
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "is a file" in done.stderr
+
+
+def test_report_on_a_damaged_store_warns_instead_of_crashing(tmp_path):
+    import shutil
+
+    store_dir = tmp_path / "s"
+    _fill(store_dir)
+    with RunStore(store_dir, create=False) as store:
+        (store.episode_dir(f"{RUN}/t2/s0/r0/a0") / "steps.jsonl").write_text("{garbage\n")
+        shutil.rmtree(store.episode_dir(f"{RUN}/t1/s1/r1/a0"))
+    done = _cli("report", str(store_dir), "--out", str(tmp_path / "r.html"), "--resamples", "0")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "2 damaged episode(s) left out" in done.stderr
+    assert (tmp_path / "r.html").stat().st_size > 0
