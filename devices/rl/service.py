@@ -49,7 +49,14 @@ from starlette.routing import Route
 
 from devices.rl import PACK_ENVS
 from devices.rl.config import TASKPACKS, EnvConfig
-from devices.rl.errors import EnvNotFound, ErrorInfo, SnapshotMismatch, WorkerLost, http_status
+from devices.rl.errors import (
+    EnvNotFound,
+    ErrorInfo,
+    PackNotAllowed,
+    SnapshotMismatch,
+    WorkerLost,
+    http_status,
+)
 from devices.rl.pool import EnvPool
 from devices.rl.transitions import EnvSnapshot, Transition
 from realbench.errors import ConfigError, RealbenchError, ServerError
@@ -115,12 +122,6 @@ def env_config_from(body: dict[str, Any]) -> tuple[EnvConfig, int]:
             )
         body.setdefault("pack", PACK_ENVS[env_name])
     return EnvConfig.model_validate(body), count
-
-
-class PackNotAllowed(ConfigError):
-    """A client named a pack outside the registered packs and the allow-listed folders."""
-
-    http_status = 403
 
 
 class RolloutService:
