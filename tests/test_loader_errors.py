@@ -162,3 +162,13 @@ def test_retention_given_a_clone_store_as_real(tmp_path):
     done = _cli("retention", "--clone", str(tmp_path / "clone"), "--real", str(tmp_path / "clone"),
                 "--base", "golden", "--trained", "golden")  # fmt: skip
     _one_clear_error(done, "no scored episodes of model 'golden' in env 'real'")
+
+
+def test_ordinary_aliases_still_load(tmp_path):
+    """PyYAML's dumper writes anchors and aliases for shared values: such packs are not bombs."""
+    from devices.farm.synthetic import write_synthetic_pack
+
+    pack_dir = write_synthetic_pack(tmp_path / "pack", tasks=3, steps=1, with_boundary=True)
+    path = pack_dir if pack_dir.name == "pack.yaml" else pack_dir / "pack.yaml"
+    assert "*id" in path.read_text(encoding="utf-8"), "the dumper shared a value"
+    assert len(load_pack(path).tasks) == 3
