@@ -58,6 +58,16 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], list[psutil.Process]]
     return proc, family
 
 
+def _kill_all(proc: subprocess.Popen[str], family: list[psutil.Process]) -> None:
+    """Whatever the test found, nothing it started outlives it."""
+    for p in family:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
 def _gone(procs: list[psutil.Process], within: float) -> list[psutil.Process]:
     _, alive = psutil.wait_procs(procs, timeout=within)
     return alive
@@ -65,19 +75,16 @@ def _gone(procs: list[psutil.Process], within: float) -> list[psutil.Process]:
 
 def test_sigterm_stops_service_and_workers_within_the_timeout(tmp_path):
     proc, family = _start(tmp_path)
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
     try:
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=40)
+        took = time.monotonic() - t0
+        alive = _gone(family, within=15)
+        assert not alive, f"left behind: {[p.name() for p in alive]}"
+        assert took < 40
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    took = time.monotonic() - t0
-    alive = _gone(family, within=15)
-    for p in alive:
-        p.kill()
-    assert not alive, f"left behind: {[p.name() for p in alive]}"
-    assert took < 40
+        _kill_all(proc, family)
 
 
 def _busy_the_worker(tmp_path: Path) -> threading.Thread:
@@ -103,17 +110,17 @@ def _cpu_s(p: psutil.Process) -> float:
 
 def test_a_killed_service_leaves_no_worker_or_browser(tmp_path):
     proc, family = _start(tmp_path)
-    (worker,) = [p for p in psutil.Process(proc.pid).children() if p.children()]  # the one with a browser
-    before = _cpu_s(worker)
-    _busy_the_worker(tmp_path)
-    deadline = time.monotonic() + 60
-    while _cpu_s(worker) - before < 2.0:  # it is parsing the slow pack: a busy worker
-        assert time.monotonic() < deadline, "the worker never got busy"
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    alive = _gone(family, within=20)
-    names = [p.name() for p in alive if p.is_running()]
-    for p in alive:
-        p.kill()
-    assert not alive, f"orphans after the service died: {names}"
+    try:
+        (worker,) = [p for p in psutil.Process(proc.pid).children() if p.children()]  # the one with a browser
+        before = _cpu_s(worker)
+        _busy_the_worker(tmp_path)
+        deadline = time.monotonic() + 60
+        while _cpu_s(worker) - before < 2.0:  # it is parsing the slow pack: a busy worker
+            assert time.monotonic() < deadline, "the worker never got busy"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        alive = _gone(family, within=20)
+        assert not alive, f"orphans after the service died: {[p.name() for p in alive if p.is_running()]}"
+    finally:
+        _kill_all(proc, family)
