@@ -314,6 +314,14 @@ def per_task_rates(
             f"no rows for models {base!r}/{trained!r} in envs {clone_env!r}/{real_env!r}",
             hint=f"models present: {sorted(df['model'].astype(str).unique())}, envs: {sorted(df['env'].astype(str).unique())}",
         )
+    for e in (clone_env, real_env):
+        for m in (base, trained):
+            if not ((sub["env"] == e) & (sub["model"] == m)).any():
+                raise AnalysisError(
+                    f"no scored episodes of model {m!r} in env {e!r}",
+                    hint=f"envs present: {sorted(df['env'].astype(str).unique())}; was a clone store given as "
+                    "--real (or the other way round)? --clone-env/--real-env name the env values",
+                )
     sub[value] = sub[value].astype(bool).astype(float)
     grouped = sub.groupby(["task", "env", "model"], observed=True)[value].agg(["mean", "size"])
     wide = grouped.unstack(["env", "model"])

@@ -65,6 +65,7 @@ class Injector:
     serials: list[str]
     seed: int = 0
     period_s: float = 0.8
+    kinds: tuple[str, ...] = FAULTS
     log: list[Injection] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _timers: dict[tuple[str, str], threading.Timer] = field(default_factory=dict)
@@ -73,7 +74,7 @@ class Injector:
         rng = np.random.default_rng(self.seed)
         while not self._stop.wait(float(rng.uniform(0.5, 1.5)) * self.period_s):
             serial = self.serials[int(rng.integers(len(self.serials)))]
-            kind = FAULTS[int(rng.integers(len(FAULTS)))]
+            kind = self.kinds[int(rng.integers(len(self.kinds)))]
             phone = self.host.phone(serial)
             self.log.append(Injection(time.time(), serial, kind))
             if kind == "drop":
@@ -129,13 +130,21 @@ def stored_count(store: Path) -> int:
 
 
 def realbench_run(
-    pack: Path, rig: Path, out: Path, repeats: int, max_attempts: int, env: dict[str, str]
+    pack: Path,
+    rig: Path,
+    out: Path,
+    repeats: int,
+    max_attempts: int,
+    env: dict[str, str],
+    run_id: str | None = None,
 ) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "realbench", "run",
         "--pack", str(pack), "--out", str(out), "--target", "real", "--rig", str(rig),
         "--agent", "golden", "--repeats", str(repeats), "--max-attempts", str(max_attempts), "--no-progress",
     ]  # fmt: skip
+    if run_id:
+        cmd += ["--run-id", run_id]
     log = open(out.parent / f"run-{int(time.time() * 1000)}.log", "wb")  # noqa: SIM115 - closed by the OS with the child
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 

@@ -226,13 +226,14 @@ def relabel_html(markup: str, relabel: dict[str, str]) -> str:
     # Longest first, so a label that contains another is replaced whole.
     pairs = sorted(relabel.items(), key=lambda kv: -len(kv[0]))
 
-    def swap(text: str) -> str:
+    def swap(text: str, *, in_attribute: bool = False) -> str:
         for old, new in pairs:
-            text = text.replace(html.escape(old, quote=False), html.escape(new, quote=False))
+            # inside an attribute value a quote in the new label would end the attribute
+            text = text.replace(html.escape(old, quote=False), html.escape(new, quote=in_attribute))
         return text
 
     markup = _TEXT.sub(lambda m: ">" + swap(m.group(1)) + "<", markup)
-    return _ATTR.sub(lambda m: m.group(1) + swap(m.group(2)) + m.group(3), markup)
+    return _ATTR.sub(lambda m: m.group(1) + swap(m.group(2), in_attribute=True) + m.group(3), markup)
 
 
 def shift_html(px: int) -> str:

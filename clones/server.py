@@ -22,6 +22,11 @@ clock (system UI: not in the hierarchy dump), a generic dialog for ``ui.dialog =
 buttons: [{label, ev, arg}]}`` (any other ``ui.dialog`` value is the clone's to draw), a toast for
 ``ui.toast`` unless the clone's screen already shows that text, and the drift overlays. A handler
 that raises CloneError leaves the state as it was and shows its message as the toast.
+
+Security and limits (realbench.http_guard): loopback by default, a token from an environment
+variable for any other address, a Host allow-list and Origin check, JSON bodies only, a body-size
+cap (413), JSON nesting cap (400), a session cap (429) and idle expiry; a state whose ``ui.route``
+is not one of the clone's routes is refused (400).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from typing import Any
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -53,7 +59,17 @@ from starlette.staticfiles import StaticFiles
 from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
 from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
 from clones.screen import screen_html
-from realbench.errors import CloneError, RealbenchError, ServerError, UnknownNameError
+from realbench.errors import CloneError, ConfigError, RealbenchError, ServerError, UnknownNameError
+from realbench.http_guard import (
+    IN_PROCESS_SECURITY,
+    BodyError,
+    GuardMiddleware,
+    LimitExceeded,
+    ServerLimits,
+    ServerSecurity,
+    parse_json_body,
+    security_for,
+)
 from realbench.taskpack import CloneSetup
 
 log = logging.getLogger(__name__)
@@ -125,7 +141,7 @@ class ApiError(Exception):
         self.hint = hint
 
 
-def check_state_shape(state: Any) -> State:
+def check_state_shape(state: Any, clone: Clone | None = None) -> State:
     if not isinstance(state, dict) or any(k not in state for k in STATE_KEYS):
         raise ApiError(400, f"a clone state is a JSON object with keys {list(STATE_KEYS)}")
     ui = state["ui"]
@@ -135,6 +151,13 @@ def check_state_shape(state: Any) -> State:
         or not isinstance(ui.get("form", {}), dict)
     ):
         raise ApiError(400, "state.ui must hold a string 'route' and a 'form' object")
+    routes = clone.routes() if clone is not None else []
+    if routes and ui["route"] not in routes:
+        raise ApiError(
+            400,
+            f"state.ui.route {ui['route'][:80]!r} is not a route of clone {clone.name!r}",  # type: ignore[union-attr]
+            f"known routes: {', '.join(routes)}",
+        )
     ui.setdefault("stack", [])
     ui.setdefault("form", {})
     ui.setdefault("toast", None)
@@ -166,6 +189,7 @@ class Session:
     overlays: DriftScreen | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     created: float = field(default_factory=time.time)
+    last_used: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         if self.drift is not None and not self.drift.is_none:
@@ -206,11 +230,40 @@ class Session:
 class SessionStore:
     """All sessions and snapshots of one server. Safe to use from several threads."""
 
-    def __init__(self, max_snapshots: int = MAX_SNAPSHOTS) -> None:
+    def __init__(
+        self,
+        max_snapshots: int = MAX_SNAPSHOTS,
+        *,
+        max_sessions: int | None = None,
+        idle_timeout_s: float | None = None,
+    ) -> None:
         self._sessions: dict[str, Session] = {}
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
         self._lock = threading.Lock()
         self.max_snapshots = max_snapshots
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self.expired = 0
+
+    @classmethod
+    def limited(cls, limits: ServerLimits) -> SessionStore:
+        return cls(
+            limits.max_snapshots, max_sessions=limits.max_sessions, idle_timeout_s=limits.idle_timeout_s
+        )
+
+    def expire_idle(self) -> int:
+        """Drop sessions unused for longer than the idle timeout; returns how many."""
+        if self.idle_timeout_s is None:
+            return 0
+        cutoff = time.monotonic() - self.idle_timeout_s
+        with self._lock:
+            stale = [sid for sid, s in self._sessions.items() if s.last_used < cutoff]
+            for sid in stale:
+                del self._sessions[sid]
+            self.expired += len(stale)
+        if stale:
+            log.info("expired %d idle session(s)", len(stale))
+        return len(stale)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -226,12 +279,20 @@ class SessionStore:
     def create(self, body: CreateSession) -> Session:
         clone = get_clone(body.clone)
         drift = resolve_drift(body.drift, clone)
+        self.expire_idle()
+        if self.max_sessions is not None and len(self._sessions) >= self.max_sessions:
+            raise LimitExceeded(
+                f"session limit reached ({self.max_sessions} sessions)",
+                hint="delete sessions you no longer use (DELETE /api/sessions/ID), or raise --max-sessions",
+            )
         if body.state is not None:
-            state = check_state_shape(copy.deepcopy(body.state))
+            state = check_state_shape(copy.deepcopy(body.state), clone)
         else:
             state = self.build(clone, body.setup, body.params, drift)
         session = Session(id=secrets.token_hex(8), clone=clone, state=state, drift=drift)
         with self._lock:
+            if self.max_sessions is not None and len(self._sessions) >= self.max_sessions:
+                raise LimitExceeded(f"session limit reached ({self.max_sessions} sessions)")
             self._sessions[session.id] = session
         log.debug("session %s of %s created", session.id, clone.name)
         return session
@@ -239,7 +300,10 @@ class SessionStore:
     def get(self, sid: str) -> Session:
         session = self._sessions.get(sid)
         if session is None:
-            raise ApiError(404, f"no session {sid!r}", "create one with POST /api/sessions")
+            raise ApiError(
+                404, f"no session {sid!r}", "create one with POST /api/sessions (idle sessions expire)"
+            )
+        session.last_used = time.monotonic()
         return session
 
     def delete(self, sid: str) -> None:
@@ -282,7 +346,7 @@ class SessionStore:
         if body.snapshot is not None:
             state = _working_copy(self.snapshot_for(session, body.snapshot).state)
         elif body.state is not None:
-            state = check_state_shape(copy.deepcopy(body.state))
+            state = check_state_shape(copy.deepcopy(body.state), session.clone)
         else:
             state = self.build(session.clone, body.setup, body.params, session.drift)
         with session.lock:
@@ -351,6 +415,8 @@ def _endpoint(fn: Endpoint) -> Endpoint:
             return await fn(request)
         except ApiError as exc:
             return _problem(exc.status, exc.message, exc.hint)
+        except (BodyError, LimitExceeded) as exc:
+            return _problem(exc.http_status, exc.message, exc.hint)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(body)"
@@ -367,19 +433,18 @@ def _endpoint(fn: Endpoint) -> Endpoint:
 
 
 async def _json(request: Request) -> Any:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        import json
-
-        return json.loads(raw)
-    except ValueError:
-        raise ApiError(400, "request body is not valid JSON") from None
+    limits: ServerLimits = request.app.state.limits
+    return parse_json_body(await request.body(), limits.max_json_depth)
 
 
-def create_app(store: SessionStore | None = None) -> Starlette:
-    store = store if store is not None else SessionStore()
+def create_app(
+    store: SessionStore | None = None,
+    *,
+    security: ServerSecurity | None = None,
+    limits: ServerLimits | None = None,
+) -> Starlette:
+    limits = limits or ServerLimits()
+    store = store if store is not None else SessionStore.limited(limits)
 
     @_endpoint
     async def create_session(request: Request) -> Response:
@@ -396,7 +461,7 @@ def create_app(store: SessionStore | None = None) -> Starlette:
     @_endpoint
     async def put_state(request: Request) -> Response:
         session = store.get(request.path_params["sid"])
-        state = check_state_shape(await _json(request))
+        state = check_state_shape(await _json(request), session.clone)
         with session.lock:
             session.state = state
             session.version += 1
@@ -514,8 +579,10 @@ def create_app(store: SessionStore | None = None) -> Starlette:
         Route("/s/{sid}/screen", screen),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
-    app = Starlette(routes=routes)
+    guard = Middleware(GuardMiddleware, security=security or IN_PROCESS_SECURITY, limits=limits)
+    app = Starlette(routes=routes, middleware=[guard])
     app.state.store = store
+    app.state.limits = limits
     return app
 
 
@@ -524,6 +591,8 @@ def create_app(store: SessionStore | None = None) -> Starlette:
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening socket on host:port (port 0 picks a free one); a taken port is a ServerError."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port {port} is not a port number", hint="use 1-65535, or 0 for a free one")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -554,15 +623,23 @@ def serve(
     *,
     log_level: str = "info",
     announce: Callable[[str], None] | None = None,
+    limits: ServerLimits | None = None,
+    token_env: str | None = None,
+    allow_hosts: tuple[str, ...] = (),
 ) -> None:
     """Run the clone server in the foreground until interrupted (`realbench serve`).
-    `announce` receives the URL once the port is bound."""
+    `announce` receives the URL once the port is bound. A non-loopback `host` needs a token in the
+    environment variable `token_env` (see realbench.http_guard)."""
+    from realbench.http_guard import DEFAULT_TOKEN_ENV
+
+    security = security_for(host, token_env=token_env or DEFAULT_TOKEN_ENV, allow_hosts=allow_hosts)
     sock = bind_socket(host, port)
     url = f"http://{host}:{sock.getsockname()[1]}"
     log.info("clone server listening on %s (clones: %s)", url, ", ".join(clone_names()) or "none")
     if announce is not None:
         announce(url)
-    uvicorn.Server(_uvicorn_config(create_app(), log_level)).run(sockets=[sock])
+    app = create_app(security=security, limits=limits)
+    uvicorn.Server(_uvicorn_config(app, log_level)).run(sockets=[sock])
 
 
 class CloneServer:
@@ -578,11 +655,19 @@ class CloneServer:
         *,
         store: SessionStore | None = None,
         log_level: str = "warning",
+        limits: ServerLimits | None = None,
+        security: ServerSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
-        self.store = store if store is not None else SessionStore()
+        self.limits = limits or ServerLimits()
+        if store is None:
+            # in-process servers (tests, RL hosts, clone targets) own their sessions' lifetimes:
+            # caps and idle expiry only when asked for
+            store = SessionStore.limited(limits) if limits is not None else SessionStore()
+        self.store = store
         self.log_level = log_level
+        self.security = security if security is not None else security_for(host)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -599,7 +684,8 @@ class CloneServer:
             return self
         sock = bind_socket(self.host, self.port)
         self.port = sock.getsockname()[1]
-        server = uvicorn.Server(_uvicorn_config(create_app(self.store), self.log_level))
+        app = create_app(self.store, security=self.security, limits=self.limits)
+        server = uvicorn.Server(_uvicorn_config(app, self.log_level))
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name=f"clone-server-{self.port}", daemon=True
         )

@@ -6,7 +6,6 @@ with --server-url); `real` and `clone-on-phone` targets come from a rig's phones
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -32,13 +31,9 @@ def parse_task_selection(tasks: str | None) -> list[str] | None:
     if not tasks:
         return None
     if tasks.startswith("@"):
-        path = Path(tasks[1:])
-        if not path.exists():
-            raise ConfigError(f"task list {path} does not exist")
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            data = data.get("tasks", [])
-        ids = [t["task"] if isinstance(t, dict) else str(t) for t in data]
+        from realbench.task_lists import read_task_list
+
+        ids = read_task_list(Path(tasks[1:]))
     else:
         ids = [t.strip() for t in tasks.split(",") if t.strip()]
     if not ids:
@@ -129,7 +124,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
     agent_name = probe.name
     rid = c.run_id or default_run_id(agent_name, kind.value)
     settings = getattr(probe, "settings", None)
-    store = RunStore(c.out)
+    store = RunStore(c.out, writer="realbench run")
     recorded = {
         "pack": str(c.pack),
         "target": kind.value,

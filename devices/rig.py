@@ -263,8 +263,11 @@ def load_rig(path: str | Path) -> Rig:
             p = alt
         else:
             raise ConfigError(f"no rig at {p}", hint="pass a file under rigs/, e.g. rigs/virtual.yaml")
+    from realbench.safe_yaml import load_yaml_text, read_yaml_file
+
+    text = read_yaml_file(p, what="rig")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        raw = load_yaml_text(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}", hint="fix the YAML syntax") from None
     return parse_rig(raw, str(p))

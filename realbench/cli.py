@@ -72,7 +72,8 @@ def check_pack_cmd(
                 raise PackError(pack.path or str(path), problems)
         except PackError as exc:
             bad = True
-            report[str(path)] = {"ok": False, "problems": [str(p) for p in exc.problems]}
+            shown = [str(p)[:500] for p in exc.problems[:200]]
+            report[str(path)] = {"ok": False, "problems": shown, "problem_count": len(exc.problems)}
             if not as_json:
                 err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
             continue
@@ -237,6 +238,7 @@ def _print_summary(data: dict[str, object]) -> None:
     console.print(
         f"run [bold]{data['run_id']}[/]{label}: {data['successes']}/{data['episodes']} successes ({rate_text}), "
         f"{data['aborted']} aborted, abort rate {float(data['abort_rate']):.1%}"  # type: ignore[arg-type]
+        + (f", [yellow]{data['damaged']} damaged[/]" if data.get("damaged") else "")
     )
     outcomes = data.get("outcomes") or {}
     if isinstance(outcomes, dict) and outcomes:
@@ -272,9 +274,16 @@ def show_cmd(
 
     store = RunStore(out, create=False)
     summaries = [summarize(store, r["run_id"]).data for r in store.runs()]
+    damaged = store.damaged()
     if as_json:
-        print(json.dumps({"store": str(out), "runs": summaries}, ensure_ascii=False))
+        print(json.dumps({"store": str(out), "runs": summaries, "damaged": damaged}, ensure_ascii=False))
         return
+    if damaged:
+        err_console.print(
+            f"[yellow]{len(damaged)} damaged episode(s)[/] (left out of the rates below; "
+            f"`realbench store check {out}` names them, `store repair` re-queues them)",
+            soft_wrap=True,
+        )
     if not summaries:
         console.print(f"{out}: no runs yet")
         return
@@ -317,15 +326,43 @@ def clone_stats_cmd(
         raise typer.Exit(code=1)
 
 
+TokenEnvOption = Annotated[
+    str,
+    typer.Option("--token-env", help="Env var holding the token clients must send (needed off loopback)"),
+]
+AllowHostOption = Annotated[
+    list[str] | None, typer.Option("--allow-host", help="Extra Host header name to accept (repeatable)")
+]
+MaxBodyOption = Annotated[int, typer.Option("--max-body", min=1, help="Largest request body in bytes (413)")]
+MaxSessionsOption = Annotated[int, typer.Option("--max-sessions", min=1, help="Live sessions at most (429)")]
+IdleOption = Annotated[
+    float, typer.Option("--idle-timeout", min=1, help="Seconds before an idle session expires")
+]
+
+
 @app.command("serve")
 def serve_cmd(
     host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0 picks a free one)")] = 8765,
+    token_env: TokenEnvOption = "REALBENCH_SERVER_TOKEN",
+    allow_host: AllowHostOption = None,
+    max_body: MaxBodyOption = 4 * 1024 * 1024,
+    max_sessions: MaxSessionsOption = 1024,
+    idle_timeout: IdleOption = 3600.0,
 ) -> None:
     """Run the clone server: many sessions of every clone, pages at /s/<session>, JSON API at /api."""
     from clones.server import serve
+    from realbench.http_guard import ServerLimits
 
-    serve(host, port, announce=lambda url: console.print(f"clone server at {url}", soft_wrap=True))
+    limits = ServerLimits(max_body_bytes=max_body, max_sessions=max_sessions, idle_timeout_s=idle_timeout)
+    serve(
+        host,
+        port,
+        announce=lambda url: console.print(f"clone server at {url}", soft_wrap=True),
+        limits=limits,
+        token_env=token_env,
+        allow_hosts=tuple(allow_host or ()),
+    )
 
 
 @app.command("rollout-service")
@@ -341,11 +378,40 @@ def rollout_service_cmd(
     ray_address: Annotated[
         str | None, typer.Option("--ray-address", help="Ray cluster address (default: start a local one)")
     ] = None,
+    pack_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pack-dir", help="Folder whose packs clients may name (besides taskpacks/; repeatable)"
+        ),
+    ] = None,
+    token_env: TokenEnvOption = "REALBENCH_SERVER_TOKEN",
+    allow_host: AllowHostOption = None,
+    max_body: MaxBodyOption = 4 * 1024 * 1024,
+    max_envs: Annotated[
+        int, typer.Option("--max-envs", min=1, help="Live environments at most (429)")
+    ] = 1024,
+    idle_timeout: IdleOption = 3600.0,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option("--shutdown-timeout", min=1, help="Seconds a shutdown waits before killing workers"),
+    ] = 20.0,
 ) -> None:
     """Serve clone environments to RL trainers over HTTP (create/reset/step/snapshot/restore; see docs/rl.md)."""
     from devices.rl.service import serve_rollouts
+    from realbench.http_guard import ServerLimits
 
-    serve_rollouts(host=host, port=port, workers=workers, backend=backend, ray_address=ray_address)
+    serve_rollouts(
+        host=host,
+        port=port,
+        workers=workers,
+        backend=backend,
+        ray_address=ray_address,
+        pack_dirs=tuple(pack_dir or ()),
+        token_env=token_env,
+        allow_hosts=tuple(allow_host or ()),
+        limits=ServerLimits(max_body_bytes=max_body, max_sessions=max_envs, idle_timeout_s=idle_timeout),
+        shutdown_timeout_s=shutdown_timeout,
+    )
 
 
 vphone_app = typer.Typer(
@@ -353,6 +419,10 @@ vphone_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(vphone_app, name="vphone")
+
+from realbench.store_commands import store_app  # noqa: E402 - registered beside the other sub-apps
+
+app.add_typer(store_app, name="store")
 
 
 @vphone_app.command("up")

@@ -27,6 +27,11 @@ class ConfigError(RealbenchError):
     exit_code = 2
 
 
+# A broken generated pack can have thousands of problems; the message names the first ones.
+SHOWN_PROBLEMS = 50
+PROBLEM_CHARS = 500
+
+
 class PackError(ConfigError):
     """A task pack is invalid. Names the file, the task and the field of every problem."""
 
@@ -34,7 +39,9 @@ class PackError(ConfigError):
         self.path = path
         self.problems = problems
         lines = [f"{path}: {len(problems)} problem(s) in task pack"]
-        lines += [f"  - {p}" for p in problems]
+        lines += [f"  - {str(p)[:PROBLEM_CHARS]}" for p in problems[:SHOWN_PROBLEMS]]
+        if len(problems) > SHOWN_PROBLEMS:
+            lines.append(f"  … and {len(problems) - SHOWN_PROBLEMS} more")
         super().__init__("\n".join(lines), hint="fix the fields named above and run `realbench check-pack`")
 
 

@@ -98,7 +98,7 @@ class RunSummary:
 
 def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> RunSummary:
     """The run's summary, computed from the store (so it covers resumed runs)."""
-    attempts = store.attempts(run_id)
+    attempts = store.attempts(run_id, include_damaged=False)
     frame = store.episodes_frame([run_id])
     outcomes: Counter[str] = Counter(str(o) for outs in attempts.values() for o in outs)
     tasks: dict[str, dict[str, int]] = {}
@@ -145,6 +145,7 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         "undecided": undecided,
         "aborted": aborted,
         "attempts": total_attempts,
+        "damaged": len(set(store.damaged()) & store.episode_ids(run_id)),
         "abort_rate": outcomes.get(str(Outcome.ENV_INVALID), 0) / total_attempts if total_attempts else 0.0,
         "outcomes": dict(sorted(outcomes.items())),
         "tasks": tasks,
@@ -194,12 +195,14 @@ class LocalRunner:
 
     def pending(self, keys: list[EpisodeKey]) -> list[_Item]:
         done = self.store.attempts(self.run_id)
+        numbers = self.store.attempt_numbers(self.run_id)
         items = []
         for key in keys:
             outs = done.get(key, [])
             if any(o.scored for o in outs) or len(outs) >= self.max_attempts:
                 continue
-            items.append(_Item(key, attempt=len(outs)))
+            # after `store repair` re-queued a damaged attempt the numbers may have a gap
+            items.append(_Item(key, attempt=max(numbers.get(key, [-1])) + 1))
         return items
 
     def run(self, keys: list[EpisodeKey]) -> RunSummary:

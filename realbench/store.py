@@ -6,15 +6,23 @@ Layout of a store folder::
     episodes/<run>/<task>-s<seed>-r<repeat>-a<attempt>/
         episode.json  steps.jsonl  step_000.jpg  step_000.xml  …  final.jpg  final.xml
 
-An episode is written whole or not at all: its folder is written under a temporary name and
-renamed, then its rows are committed in one transaction. A run killed at any point (even SIGKILL)
-resumes by skipping the episodes the index has; a folder without rows is an interrupted write
-and is replaced.
+An episode is written whole or not at all: its id is first recorded as pending, its folder is
+written under a temporary name and renamed, then its rows are committed (and the pending mark
+dropped) in one transaction. A run killed at any point (even SIGKILL) resumes by skipping the
+episodes the index has; a pending folder is an interrupted write and is replaced.
+
+Every writer (`run`, `judge`, labelling, `store repair`) holds the store's exclusive lock
+(`realbench.store_lock`). A complete episode folder the index does not know (and that is not
+pending) means the index was damaged or replaced: the store refuses to open until
+`realbench store repair DIR` rebuilds the index from the folders' episode.json, so such a folder is
+never run again or overwritten. Index rows whose folder is missing or unreadable are *damaged*:
+reported by name, left out of analysis with a warning, and re-queued by `store repair`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -29,6 +37,9 @@ from typing import Any
 from realbench.episode import EpisodeResult
 from realbench.errors import StoreError
 from realbench.outcome import Outcome, Verdict, VerdictSource
+from realbench.store_lock import StoreLock
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -53,7 +64,11 @@ CREATE TABLE IF NOT EXISTS verdicts (
     tokens INTEGER, raw TEXT, side_effects TEXT, created REAL, cost_usd REAL
 );
 CREATE INDEX IF NOT EXISTS verdicts_by_episode ON verdicts(episode_id);
+CREATE TABLE IF NOT EXISTS pending (episode_id TEXT PRIMARY KEY, dir TEXT NOT NULL);
 """
+
+RUN_FILE = "run.json"
+VERDICTS_FILE = "verdicts.jsonl"
 
 
 def is_run_store(path: Path) -> bool:
@@ -84,31 +99,52 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class RunStore:
-    """Opens (or creates) a store folder. Safe to share between threads of one process."""
+    """Opens (or creates) a store folder. Safe to share between threads of one process.
 
-    def __init__(self, root: str | Path, *, create: bool = True) -> None:
+    `writer` names the command that will write (``"realbench run"``…): it takes the store's
+    exclusive lock, failing at once when another process holds it. `check=False` skips the
+    index-versus-folders check (only `store check|repair` need that).
+    """
+
+    def __init__(
+        self, root: str | Path, *, create: bool = True, writer: str | None = None, check: bool = True
+    ) -> None:
         self.root = Path(root)
         index = self.root / "index.sqlite"
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"{self.root} is a file, not a run-store folder", hint="pass a folder")
         if not index.exists() and not create:
+            has_episodes = any((self.root / "episodes").glob("*/*/episode.json"))
             raise StoreError(
                 f"{self.root} is not a run store (no index.sqlite)",
-                hint="pass the --out folder of a `realbench run`",
+                hint=f"run `realbench store repair {self.root}` to rebuild the index from its episode folders"
+                if has_episodes
+                else "pass the --out folder of a `realbench run`",
             )
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "episodes").mkdir(exist_ok=True)
+        self._writer_lock = StoreLock(self.root, writer) if writer else None
         self._lock = threading.RLock()
+        self._damaged: dict[str, str] | None = None
         try:
-            self._db = sqlite3.connect(index, check_same_thread=False, isolation_level=None, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(
-                f"cannot open run store index {index}: {exc}",
-                hint="the file is damaged or not a realbench store",
-            ) from None
-        self._db.row_factory = sqlite3.Row
-        self._migrate()
-        self._sweep_interrupted_writes()
+            (self.root / "episodes").mkdir(exist_ok=True)
+            try:
+                self._db = sqlite3.connect(index, check_same_thread=False, isolation_level=None, timeout=30)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(SCHEMA)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(
+                    f"cannot open run store index {index}: {exc}",
+                    hint=f"the file is damaged: `realbench store repair {self.root}` rebuilds it from the episode folders",
+                ) from None
+            self._db.row_factory = sqlite3.Row
+            self._migrate()
+            self._sweep_interrupted_writes()
+            if check:
+                self._refuse_unknown_folders()
+        except BaseException:
+            if self._writer_lock is not None:
+                self._writer_lock.release()
+            raise
 
     def _migrate(self) -> None:
         """Bring a store made by an earlier version up to the current schema."""
@@ -128,10 +164,63 @@ class RunStore:
                 shutil.rmtree(tmp, ignore_errors=True)
             except PermissionError:
                 continue
+        if self._writer_lock is None:
+            return
+        # Only the lock holder may judge a pending folder abandoned: its writer is gone.
+        for row in self._query("SELECT dir FROM pending"):
+            folder = self.root / row["dir"]
+            if folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+        self._db.execute("DELETE FROM pending")
+
+    def episode_folders(self) -> dict[str, Path]:
+        """Complete episode folders on disk (with an episode.json), by their path relative to the root."""
+        return {
+            str(p.parent.relative_to(self.root)): p.parent
+            for p in (self.root / "episodes").glob("*/*/episode.json")
+            if ".tmp" not in p.parent.name
+        }
+
+    def known_dirs(self) -> set[str]:
+        rows = self._query("SELECT dir FROM episodes UNION SELECT dir FROM pending")
+        return {row["dir"] for row in rows}
+
+    def unknown_folders(self) -> list[str]:
+        """Complete episode folders neither indexed nor being written: the index lost them."""
+        on_disk = self.episode_folders()  # listed before the index is read: see write_episode
+        known = self.known_dirs()
+        return sorted(d for d in on_disk if d not in known)
+
+    def _refuse_unknown_folders(self) -> None:
+        unknown = self.unknown_folders()
+        if unknown:
+            shown = ", ".join(unknown[:3]) + (" …" if len(unknown) > 3 else "")
+            raise StoreError(
+                f"the index of {self.root} disagrees with its episode folders: {len(unknown)} complete "
+                f"episode folder(s) are not in index.sqlite ({shown})",
+                hint=f"run `realbench store check {self.root}`, then `realbench store repair {self.root}` "
+                "to rebuild the index from the folders' episode.json; nothing was run or overwritten",
+            )
+
+    def damaged(self) -> dict[str, str]:
+        """Indexed episodes whose folder is missing or unreadable: episode id -> what is wrong."""
+        if self._damaged is None:
+            from realbench.store_check import folder_problem
+
+            found = {}
+            for row in self._query("SELECT episode_id, dir FROM episodes ORDER BY episode_id"):
+                problem = folder_problem(self.root / row["dir"])
+                if problem is not None:
+                    found[row["episode_id"]] = problem
+            self._damaged = found
+        return dict(self._damaged)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        if self._writer_lock is not None:
+            self._writer_lock.release()
+            self._writer_lock = None
 
     def __enter__(self) -> RunStore:
         return self
@@ -161,6 +250,7 @@ class RunStore:
     ) -> None:
         """Record a run once; a rerun of the same run must use the same pack, agent and target."""
         rows = self._query("SELECT pack, agent, target FROM runs WHERE run_id=?", [run_id])
+        self._write_run_file(run_id, pack=pack, app=app, agent=agent, target=target, config=config)
         if rows:
             old = dict(rows[0])
             new = {"pack": pack, "agent": agent, "target": target}
@@ -184,6 +274,16 @@ class RunStore:
                 ),
             )
 
+    def _write_run_file(self, run_id: str, **fields: Any) -> None:
+        """The run's own record beside its episodes, so `store repair` can restore the runs table."""
+        folder = self.root / "episodes" / _safe(run_id)
+        path = folder / RUN_FILE
+        if path.exists():
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        record = {"run_id": run_id, "created": time.time(), **fields}
+        _atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1, default=str).encode())
+
     def runs(self) -> list[dict[str, Any]]:
         out = []
         for row in self._query("SELECT * FROM runs ORDER BY created"):
@@ -194,16 +294,37 @@ class RunStore:
 
     # --- episodes -----------------------------------------------------------------------------
 
-    def attempts(self, run_id: str) -> dict[EpisodeKey, list[Outcome]]:
-        """Outcomes of every recorded attempt, by planned episode, in attempt order."""
+    def attempts(self, run_id: str, *, include_damaged: bool = True) -> dict[EpisodeKey, list[Outcome]]:
+        """Outcomes of every recorded attempt, by planned episode, in attempt order. A damaged
+        attempt still counts as done (a run does not redo it until `store repair` re-queues it)
+        unless `include_damaged` is False (what summaries use)."""
         out: dict[EpisodeKey, list[Outcome]] = {}
         rows = self._query(
-            "SELECT task, seed, repeat, outcome FROM episodes WHERE run_id=? ORDER BY attempt", [run_id]
+            "SELECT episode_id, task, seed, repeat, outcome FROM episodes WHERE run_id=? ORDER BY attempt",
+            [run_id],
         )
+        damaged = {} if include_damaged else self.damaged()
         for row in rows:
+            if row["episode_id"] in damaged:
+                continue
             out.setdefault(EpisodeKey(row["task"], row["seed"], row["repeat"]), []).append(
                 Outcome(row["outcome"])
             )
+        return out
+
+    def episode_ids(self, run_id: str) -> set[str]:
+        return {
+            r["episode_id"] for r in self._query("SELECT episode_id FROM episodes WHERE run_id=?", [run_id])
+        }
+
+    def attempt_numbers(self, run_id: str) -> dict[EpisodeKey, list[int]]:
+        """Numbers of the recorded attempts of each planned episode (gaps where repair re-queued one)."""
+        out: dict[EpisodeKey, list[int]] = {}
+        rows = self._query(
+            "SELECT task, seed, repeat, attempt FROM episodes WHERE run_id=? ORDER BY attempt", [run_id]
+        )
+        for row in rows:
+            out.setdefault(EpisodeKey(row["task"], row["seed"], row["repeat"]), []).append(row["attempt"])
         return out
 
     def write_episode(
@@ -213,6 +334,20 @@ class RunStore:
         episode_id = episode_id_for(run_id, key, attempt)
         rel = Path("episodes") / _safe(run_id) / f"{_safe(key.task)}-s{key.seed}-r{key.repeat}-a{attempt}"
         final_dir = self.root / rel
+        if self._query("SELECT 1 FROM episodes WHERE episode_id=?", [episode_id]):
+            raise StoreError(
+                f"episode {episode_id} is already in {self.root}; refusing to write it twice",
+                hint="is another process writing this store without its lock?",
+            )
+        if (final_dir / "episode.json").exists():
+            raise StoreError(
+                f"{final_dir} holds a complete episode the index does not know; refusing to overwrite it",
+                hint=f"run `realbench store repair {self.root}` to bring it back into the index",
+            )
+        # Marked pending (committed) before the folder appears, so a reader that lists the folder
+        # and then reads the index always finds it either pending or indexed.
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO pending VALUES (?,?)", (episode_id, str(rel)))
         tmp_dir = final_dir.with_name(final_dir.name + f".tmp{os.getpid()}-{threading.get_ident()}")
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir)
@@ -276,6 +411,7 @@ class RunStore:
         meta = {
             "episode_id": episode_id,
             "run_id": run_id,
+            "app": app,
             "task": key.task,
             "seed": key.seed,
             "repeat": key.repeat,
@@ -289,6 +425,7 @@ class RunStore:
             "end_reason": str(result.end_reason),
             "answer": result.answer,
             "error": result.error,
+            "format_errors": result.format_errors,
             "verdicts": [v.model_dump(mode="json") for v in result.verdicts],
             "started": result.started,
             "finished": result.finished,
@@ -296,15 +433,16 @@ class RunStore:
         _atomic_write(
             tmp_dir / "episode.json", json.dumps(meta, ensure_ascii=False, indent=1, default=str).encode()
         )
-        if final_dir.exists():  # an interrupted earlier write of this attempt (no index rows)
+        if final_dir.exists():  # an interrupted earlier write of this attempt: no episode.json
             shutil.rmtree(final_dir)
         os.replace(tmp_dir, final_dir)
         success = result.success
         with self._tx() as db:
+            db.execute("DELETE FROM pending WHERE episode_id=?", (episode_id,))
             db.execute("DELETE FROM steps WHERE episode_id=?", (episode_id,))
             db.execute("DELETE FROM verdicts WHERE episode_id=?", (episode_id,))
             db.execute(
-                "INSERT OR REPLACE INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO episodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     episode_id,
                     run_id,
@@ -361,8 +499,13 @@ class RunStore:
     def add_verdict(self, episode_id: str, verdict: Verdict, *, replace: bool = True) -> None:
         """Record a verdict (judge, checks, human label). By default replaces an earlier verdict of
         the same source and name, so re-judging is idempotent."""
-        if not self._query("SELECT 1 FROM episodes WHERE episode_id=?", [episode_id]):
+        rows = self._query("SELECT dir FROM episodes WHERE episode_id=?", [episode_id])
+        if not rows:
             raise StoreError(f"no episode {episode_id!r} in {self.root}")
+        folder = self.root / rows[0]["dir"]
+        if folder.is_dir():  # a copy beside the episode, so `store repair` can restore verdicts
+            with (folder / VERDICTS_FILE).open("a", encoding="utf-8") as f:
+                f.write(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False) + "\n")
         with self._tx() as db:
             if replace:
                 db.execute(
@@ -426,8 +569,10 @@ class RunStore:
         return self.root / self.episode(episode_id)["dir"]
 
     def steps(self, episode_id: str) -> list[dict[str, Any]]:
-        path = self.episode_dir(episode_id) / "steps.jsonl"
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        """The episode's steps; a missing or unreadable steps.jsonl is a StoreError naming it."""
+        from realbench.store_check import read_steps
+
+        return read_steps(self.episode_dir(episode_id), episode_id)
 
     def verdicts(self, episode_id: str) -> list[Verdict]:
         return [
@@ -435,8 +580,9 @@ class RunStore:
             for row in self._query("SELECT * FROM verdicts WHERE episode_id=? ORDER BY id", [episode_id])
         ]
 
-    def episodes_frame(self, run_ids: list[str] | None = None) -> Any:
-        """One row per recorded attempt (pandas). `env` is the target kind; `model` the agent name."""
+    def episodes_frame(self, run_ids: list[str] | None = None, *, include_damaged: bool = False) -> Any:
+        """One row per recorded attempt (pandas). `env` is the target kind; `model` the agent name.
+        Damaged episodes (see `damaged`) are left out, with a warning naming them."""
         import pandas as pd
 
         sql = "SELECT * FROM episodes"
@@ -445,6 +591,18 @@ class RunStore:
             sql += f" WHERE run_id IN ({','.join('?' * len(run_ids))})"
             args = list(run_ids)
         rows = [dict(r) for r in self._query(sql + " ORDER BY run_id, task, seed, repeat, attempt", args)]
+        if not include_damaged:
+            damaged = self.damaged()
+            left_out = [r["episode_id"] for r in rows if r["episode_id"] in damaged]
+            if left_out:
+                log.warning(
+                    "%s: %d damaged episode(s) left out of analysis (%s); `realbench store check %s` lists them",
+                    self.root,
+                    len(left_out),
+                    ", ".join(left_out[:3]) + (" …" if len(left_out) > 3 else ""),
+                    self.root,
+                )
+                rows = [r for r in rows if r["episode_id"] not in damaged]
         frame = pd.DataFrame(rows)
         if frame.empty:
             return pd.DataFrame(

@@ -534,8 +534,13 @@ def load_pack(path: str | Path) -> TaskPack:
 
 
 def _read_yaml(p: Path) -> Any:
+    from realbench.safe_yaml import YamlRefused, load_yaml_text, read_yaml_file
+
+    text = read_yaml_file(p, what="task pack")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return load_yaml_text(text)
+    except YamlRefused as exc:
+        raise PackError(str(p), [PackProblem(None, "(yaml)", exc.message)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "unknown line"

@@ -25,14 +25,20 @@ CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
 
 
 @pytest.fixture(scope="module")
-def packs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("packs")
+def packs_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("packs")
+
+
+@pytest.fixture(scope="module")
+def packs(packs_root):
+    root = packs_root
     return {"toy": str(write_pack(root / "toy")), "other": str(write_pack(root / "other", OTHER_PACK))}
 
 
 @pytest.fixture(scope="module")
-def server(other_toy):
-    with EnvPool(backend="inline") as pool, RolloutServer(pool) as srv:
+def server(other_toy, packs_root):
+    # the test packs' folder is allow-listed
+    with EnvPool(backend="inline") as pool, RolloutServer(pool, pack_dirs=(packs_root,)) as srv:
         yield srv
 
 
@@ -100,13 +106,17 @@ def test_errors_are_4xx_with_a_message_and_leave_other_envs_alone(client, server
     other.reset(seed=0)
     with pytest.raises(SnapshotMismatch, match="toy_other"):
         env.restore(other.snapshot())
-    with pytest.raises(ConfigError, match="no task pack"):
+    with pytest.raises(ConfigError, match="not available on this service"):
         client.make(pack="/nonexistent/pack.yaml")
     with pytest.raises(ConfigError, match="unknown env"):
         client.request("POST", "/v1/envs", {"env": "realbench/nope-v1"})
     import httpx
 
-    raw = httpx.post(f"{server.url}/v1/envs/{env.env_id}/step", content=b"{not json")
+    raw = httpx.post(
+        f"{server.url}/v1/envs/{env.env_id}/step",
+        content=b"{not json",
+        headers={"content-type": "application/json"},
+    )
     assert raw.status_code == 400 and "JSON" in raw.json()["error"]
     assert httpx.get(f"{server.url}/v1/envs/env-9999/reward").status_code == 404
     # a malformed action inside the action space is a format error, not an HTTP error

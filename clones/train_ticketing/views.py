@@ -657,6 +657,11 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(state: dict[str, Any]) -> str:
+    from clones.train_ticketing.ui import ROUTES
+
     route = state["ui"]["route"]
+    if route not in ROUTES:  # a route is a template name: never look up one the clone does not have
+        route = "home"
+        state = {**state, "ui": {**state["ui"], "route": route}}
     template = _env().get_template(f"{route}.html")
     return template.render(**context(state))

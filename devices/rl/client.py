@@ -11,6 +11,7 @@ SnapshotMismatch, ConfigError, WorkerLost...), with the service's message and hi
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -18,7 +19,7 @@ import numpy as np
 
 from devices.rl.errors import ErrorInfo
 from devices.rl.transitions import Transition
-from realbench.errors import RealbenchError, ServerError
+from realbench.errors import ConfigError, RealbenchError, ServerError
 
 Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
@@ -27,12 +28,22 @@ class RolloutClient:
     """Talks to one rollout service. ``image="array"`` decodes screenshots to RGB arrays, ``"bytes"``
     keeps the encoded image."""
 
-    def __init__(self, base_url: str, *, timeout: float = 120.0, image: str = "array") -> None:
+    def __init__(
+        self, base_url: str, *, timeout: float = 120.0, image: str = "array", token_env: str | None = None
+    ) -> None:
+        """`token_env` names the environment variable holding the service's token (needed when the
+        service listens off loopback)."""
         if image not in ("array", "bytes"):
             raise ValueError("image is 'array' or 'bytes'")
         self.base_url = base_url.rstrip("/")
         self.image = image
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        headers = {}
+        if token_env:
+            token = os.environ.get(token_env)
+            if not token:
+                raise ConfigError(f"environment variable {token_env} (the service token) is not set")
+            headers["authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from realbench import errors as core_errors
-from realbench.errors import CloneError, DeviceLost, RealbenchError
+from realbench.errors import CloneError, ConfigError, DeviceLost, RealbenchError
+from realbench.http_guard import LimitExceeded
 
 
 class EnvNotFound(RealbenchError):
@@ -30,8 +31,15 @@ class WorkerLost(DeviceLost):
     """An environment worker (process, Ray actor) died; its environments' episodes are aborted."""
 
 
+class PackNotAllowed(ConfigError):
+    """A client named a pack outside the registered packs and the allow-listed folders."""
+
+    http_status = 403
+
+
 _LOCAL: dict[str, type[RealbenchError]] = {
-    cls.__name__: cls for cls in (EnvNotFound, EpisodeOver, SnapshotMismatch, WorkerLost)
+    cls.__name__: cls
+    for cls in (EnvNotFound, EpisodeOver, SnapshotMismatch, WorkerLost, PackNotAllowed, LimitExceeded)
 }
 
 

@@ -196,10 +196,16 @@ class EnvPool:
                 out.append(ErrorInfo.of(exc))
         return out
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
+        """Stop every worker; with `timeout_s`, a process worker that does not stop within it is killed."""
+        from devices.rl.workers import ProcessWorker
+
         for w in self.workers:
             try:
-                w.close()
+                if timeout_s is not None and isinstance(w, ProcessWorker):
+                    w.close(timeout=timeout_s)
+                else:
+                    w.close()
             except Exception as exc:  # closing must go on for the other workers
                 log.warning("closing worker %s: %s", w.name, exc)
         with self._lock:

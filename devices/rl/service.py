@@ -18,36 +18,61 @@ A transition is ``{observation: {screenshot: {format, width, height, data (base6
 reward, terminated, truncated, info}``. Errors are 4xx (404 unknown or closed environment, 409
 no episode in progress, 400 anything else the caller can fix) or 503 (a worker was lost) with
 ``{error, type, hint}``.
+
+Security and limits (realbench.http_guard, docs/rl.md): loopback by default, a token from an
+environment variable for any other address, Host allow-list and Origin check, JSON bodies only,
+a body-size cap (413), JSON nesting cap (400), an environment cap (429) and idle expiry. Clients
+name only registered packs (``env``, or a pack under taskpacks/) or packs inside a folder the
+operator allow-listed (``--pack-dir``). A shutdown waits at most `shutdown_timeout_s` for requests
+and workers, then kills the workers; workers exit by themselves when the service dies.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from devices.rl import PACK_ENVS
-from devices.rl.config import EnvConfig
-from devices.rl.errors import EnvNotFound, ErrorInfo, SnapshotMismatch, WorkerLost, http_status
+from devices.rl.config import TASKPACKS, EnvConfig
+from devices.rl.errors import (
+    EnvNotFound,
+    ErrorInfo,
+    PackNotAllowed,
+    SnapshotMismatch,
+    WorkerLost,
+    http_status,
+)
 from devices.rl.pool import EnvPool
 from devices.rl.transitions import EnvSnapshot, Transition
 from realbench.errors import ConfigError, RealbenchError, ServerError
+from realbench.http_guard import (
+    DEFAULT_TOKEN_ENV,
+    IN_PROCESS_SECURITY,
+    GuardMiddleware,
+    LimitExceeded,
+    ServerLimits,
+    ServerSecurity,
+    parse_json_body,
+    security_for,
+)
 
 log = logging.getLogger(__name__)
 
-MAX_SNAPSHOTS = 4096
 MAX_BATCH = 1024
 ENV_PREFIX = "env-"
 
@@ -102,11 +127,17 @@ def env_config_from(body: dict[str, Any]) -> tuple[EnvConfig, int]:
 class RolloutService:
     """Environments, snapshots and the HTTP app around an `EnvPool`."""
 
-    def __init__(self, pool: EnvPool) -> None:
+    def __init__(
+        self, pool: EnvPool, *, limits: ServerLimits | None = None, pack_dirs: tuple[Path | str, ...] = ()
+    ) -> None:
         self.pool = pool
+        self.limits = limits or ServerLimits()
+        self.pack_dirs = (TASKPACKS.resolve(), *(Path(d).resolve() for d in pack_dirs))
         self._configs: dict[int, EnvConfig] = {}
+        self._last_used: dict[int, float] = {}
         self._snapshots: OrderedDict[str, EnvSnapshot] = OrderedDict()
         self._lock = threading.Lock()
+        self.expired = 0
 
     # --- operations (blocking; the app runs them in a thread pool) ---
 
@@ -114,18 +145,54 @@ class RolloutService:
         if env_id.startswith(ENV_PREFIX) and env_id[len(ENV_PREFIX) :].isdigit():
             key = int(env_id[len(ENV_PREFIX) :])
             if key in self._configs:
+                self._last_used[key] = time.monotonic()
                 return key
         raise EnvNotFound(
-            f"no environment {env_id!r} (unknown or closed)", hint="create one with POST /v1/envs"
+            f"no environment {env_id!r} (unknown or closed)",
+            hint="create one with POST /v1/envs (idle environments expire)",
         )
+
+    def check_pack(self, config: EnvConfig) -> None:
+        """Only registered packs (taskpacks/) or packs inside an allow-listed folder: a client must
+        not make the service parse any file it can name."""
+        try:
+            path = config.pack_path().resolve()
+        except ConfigError:
+            raise PackNotAllowed(f"pack {config.pack[:200]!r} is not available on this service") from None
+        if not any(path == root or path.is_relative_to(root) for root in self.pack_dirs):
+            raise PackNotAllowed(
+                f"pack {config.pack[:200]!r} is not available on this service",
+                hint="name a registered env or pack (taskpacks/), or start the service with --pack-dir FOLDER",
+            )
+
+    def expire_idle(self) -> int:
+        cutoff = time.monotonic() - self.limits.idle_timeout_s
+        stale = [k for k in list(self._configs) if self._last_used.get(k, cutoff) < cutoff]
+        if stale:
+            self.pool.close_envs(stale)
+            for key in stale:
+                self._configs.pop(key, None)
+                self._last_used.pop(key, None)
+            self.expired += len(stale)
+            log.info("closed %d idle environment(s)", len(stale))
+        return len(stale)
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         config, count = env_config_from(body)
+        self.check_pack(config)
+        self.expire_idle()
+        if len(self._configs) + count > self.limits.max_sessions:
+            raise LimitExceeded(
+                f"environment limit reached ({len(self._configs)} live, {self.limits.max_sessions} at most)",
+                hint="close environments you no longer use (DELETE /v1/envs/ID), or raise --max-envs",
+            )
         results = self.pool.create([config] * count)
         errors = [r for r in results if isinstance(r, ErrorInfo)]
         keys = [r for r in results if isinstance(r, int)]
+        now = time.monotonic()
         for key in keys:
             self._configs[key] = config
+            self._last_used[key] = now
         if errors:
             self.pool.close_envs(keys)
             for key in keys:
@@ -166,7 +233,7 @@ class RolloutService:
         snap_id = "snap-" + secrets.token_hex(8)
         with self._lock:
             self._snapshots[snap_id] = snap
-            while len(self._snapshots) > MAX_SNAPSHOTS:
+            while len(self._snapshots) > self.limits.max_snapshots:
                 self._snapshots.popitem(last=False)
         return {"snapshot": snap_id, "clone": snap.clone, "task_id": snap.task_id, "step": snap.steps}
 
@@ -177,7 +244,7 @@ class RolloutService:
         if snap is None:
             raise SnapshotMismatch(
                 f"no snapshot {body.snapshot!r}",
-                hint=f"snapshots live in the service's memory (the last {MAX_SNAPSHOTS}); take a new one",
+                hint=f"snapshots live in the service's memory (the last {self.limits.max_snapshots}); take a new one",
             )
         return self.transition(key, self.pool.restore([(key, snap)])[0])
 
@@ -199,6 +266,7 @@ class RolloutService:
         if isinstance(result, ErrorInfo):
             raise result.to_exception()
         self._configs.pop(key, None)
+        self._last_used.pop(key, None)
         return {"closed": env_id}
 
     def health(self) -> dict[str, Any]:
@@ -262,19 +330,14 @@ def _endpoint(fn: Handler) -> Handler:
 
 
 async def _json(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise ConfigError("request body is not valid JSON") from None
+    limits: ServerLimits = request.app.state.limits
+    data = parse_json_body(await request.body(), limits.max_json_depth)
     if not isinstance(data, dict):
         raise ConfigError("request body must be a JSON object")
     return data
 
 
-def create_app(service: RolloutService) -> Starlette:
+def create_app(service: RolloutService, *, security: ServerSecurity | None = None) -> Starlette:
     def blocking(fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         return run_in_threadpool(fn, *args)
 
@@ -335,8 +398,10 @@ def create_app(service: RolloutService) -> Starlette:
         Route("/v1/batch/reset", batch_reset, methods=["POST"]),
         Route("/v1/batch/step", batch_step, methods=["POST"]),
     ]
-    app = Starlette(routes=routes)
+    guard = Middleware(GuardMiddleware, security=security or IN_PROCESS_SECURITY, limits=service.limits)
+    app = Starlette(routes=routes, middleware=[guard])
     app.state.service = service
+    app.state.limits = service.limits
     return app
 
 
@@ -349,24 +414,41 @@ def serve_rollouts(
     ray_address: str | None = None,
     imports: tuple[str, ...] = (),
     log_level: str = "warning",
+    pack_dirs: tuple[Path | str, ...] = (),
+    token_env: str = DEFAULT_TOKEN_ENV,
+    allow_hosts: tuple[str, ...] = (),
+    limits: ServerLimits | None = None,
+    shutdown_timeout_s: float = 20.0,
 ) -> None:
-    """Run the rollout service in the foreground until interrupted (`realbench rollout-service`)."""
+    """Run the rollout service in the foreground until interrupted (`realbench rollout-service`).
+    SIGTERM/SIGINT: in-flight requests get `shutdown_timeout_s`, then workers are stopped (and
+    killed if they do not stop within the same time)."""
     import uvicorn
 
     from clones.server import bind_socket
 
+    security = security_for(host, token_env=token_env, allow_hosts=allow_hosts)
     sock = bind_socket(host, port)
+    for folder in pack_dirs:
+        if not Path(folder).is_dir():
+            sock.close()
+            raise ConfigError(f"--pack-dir {folder} is not a folder")
     pool = EnvPool(backend=backend, workers=workers, imports=imports, ray_address=ray_address)
     try:
         log.warning(
             "rollout service on http://%s:%d (%d %s workers)", host, sock.getsockname()[1], workers, backend
         )
+        service = RolloutService(pool, limits=limits, pack_dirs=pack_dirs)
         config = uvicorn.Config(
-            create_app(RolloutService(pool)), log_level=log_level, access_log=False, lifespan="off"
+            create_app(service, security=security),
+            log_level=log_level,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=max(1, int(shutdown_timeout_s)),
         )
         uvicorn.Server(config).run(sockets=[sock])
     finally:
-        pool.close()
+        pool.close(timeout_s=shutdown_timeout_s)
         sock.close()
 
 
@@ -377,8 +459,18 @@ class RolloutServer:
     stays the caller's.
     """
 
-    def __init__(self, pool: EnvPool, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.service = RolloutService(pool)
+    def __init__(
+        self,
+        pool: EnvPool,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        limits: ServerLimits | None = None,
+        pack_dirs: tuple[Path | str, ...] = (),
+        security: ServerSecurity | None = None,
+    ) -> None:
+        self.service = RolloutService(pool, limits=limits, pack_dirs=pack_dirs)
+        self.security = security if security is not None else security_for(host)
         self.host = host
         self.port = port
         self._server: Any = None
@@ -399,7 +491,10 @@ class RolloutServer:
         self._sock = bind_socket(self.host, self.port)
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(
-            create_app(self.service), log_level="warning", access_log=False, lifespan="off"
+            create_app(self.service, security=self.security),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -11,6 +11,7 @@ import importlib
 import itertools
 import logging
 import multiprocessing as mp
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 WORKER_START_TIMEOUT_S = 90.0
 WORKER_THREADS = 32
+WORKER_CLOSE_TIMEOUT_S = 10.0  # closing browsers on stop; past it the worker exits anyway
+PARENT_POLL_S = 1.0
 HOST_METHODS = frozenset(
     {"create", "reset", "step", "snapshot", "restore", "verdict", "close_envs", "stats", "kill_browser"}
 )
@@ -115,6 +118,16 @@ def _worker_main(conn: Connection, imports: tuple[str, ...], log_level: int) -> 
         return
     send((0, True, "ready"))
     threads = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix="rl-worker")
+    parent = os.getppid()
+
+    def exit_when_orphaned() -> None:
+        # the pipe normally tells (EOF), but a busy call must not keep an orphan and its browser alive
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        log.warning("parent process %d is gone; worker exits", parent)
+        _bounded_exit(host, threads)
+
+    threading.Thread(target=exit_when_orphaned, name="rl-worker-orphan-watch", daemon=True).start()
 
     def run(req_id: int, method: str, args: tuple[Any, ...]) -> None:
         try:
@@ -139,8 +152,20 @@ def _worker_main(conn: Connection, imports: tuple[str, ...], log_level: int) -> 
                 break
             threads.submit(run, req_id, method, args)
     finally:
-        threads.shutdown(wait=True)
-        host.close()
+        _bounded_exit(host, threads)
+
+
+def _bounded_exit(host: EnvHost, threads: ThreadPoolExecutor) -> None:
+    """Close the host (its browsers) without waiting on a busy call forever, then leave the process:
+    a call stuck in parsing or a page must not keep the worker alive after it was told to stop."""
+    threads.shutdown(wait=False, cancel_futures=True)
+    closer = threading.Thread(target=host.close, name="rl-worker-close", daemon=True)
+    closer.start()
+    closer.join(WORKER_CLOSE_TIMEOUT_S)
+    if closer.is_alive():
+        log.warning("closing the worker's host took over %.0f s; exiting anyway", WORKER_CLOSE_TIMEOUT_S)
+    logging.shutdown()
+    os._exit(0)
 
 
 class ProcessWorker:

@@ -32,7 +32,7 @@ def shared_client(endpoint: ChatEndpoint) -> ChatClient:
     so every environment of a run shares it."""
     from realbench.agents.client import ChatClient
 
-    key = endpoint.model_dump_json()
+    key = endpoint.model_dump_json() + endpoint.base_url  # the dump masks userinfo
     with _clients_lock:
         client = _clients.get(key)
         if client is None:

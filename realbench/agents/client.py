@@ -7,7 +7,9 @@ requests to it. Retries with exponential backoff are ours (the SDK's own are swi
 every attempt is counted and logged.
 
 The API key is read from an environment variable whose *name* is configured; the key itself is
-never logged, stored or put in an error message.
+never logged, stored or put in an error message, and a reply that echoes it back has it masked
+before anyone reads the reply. Credentials in the base URL's userinfo (``http://user:pass@host``)
+are masked likewise wherever the URL is shown or serialised (`safe_url`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ import time
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from realbench.errors import ModelError
 
@@ -52,6 +55,14 @@ class ChatEndpoint(BaseModel):
     max_tokens: int = Field(default=512, ge=1)
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    @field_serializer("base_url")
+    def _serialise_base_url(self, value: str) -> str:
+        return safe_url(value)
+
+    @property
+    def display_url(self) -> str:
+        return safe_url(self.base_url)
 
     def generation_settings(self) -> dict[str, Any]:
         """What shapes the model's output besides the prompt (recorded with every step)."""
@@ -94,6 +105,27 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
+def safe_url(url: str) -> str:
+    """`url` with any userinfo (user:password@) masked, for logs, errors and run metadata."""
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        host = parts.netloc.rsplit("@", 1)[1]
+        return urlunsplit(parts._replace(netloc=f"***@{host}"))
+    except ValueError:
+        return "(unparseable URL)"
+
+
+def url_secrets(url: str) -> list[str]:
+    """The credentials in a URL's userinfo (to mask wherever they might reappear)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    return [v for v in (parts.password, parts.username) if v and len(v) >= 4]
+
+
 class _LoopThread:
     """A private asyncio loop in a daemon thread."""
 
@@ -121,6 +153,7 @@ class ChatClient:
     def __init__(self, endpoint: ChatEndpoint, *, rng_seed: int = 0) -> None:
         self.endpoint = endpoint
         self._key = endpoint.resolve_key()
+        self._secrets = [self._key, *url_secrets(endpoint.base_url)]
         self._rng = np.random.default_rng(rng_seed)
         self._rng_lock = threading.Lock()
         self._runner: _LoopThread | None = None
@@ -140,6 +173,11 @@ class ChatClient:
                     max_retries=0,
                 )
             return self._runner
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = redact(text, secret)
+        return text
 
     def _jitter(self) -> float:
         with self._rng_lock:
@@ -195,12 +233,12 @@ class ChatClient:
                 response = await self._client.chat.completions.create(**kwargs)
                 result = _result_of(response)
             except retryable as exc:
-                last = f"{type(exc).__name__}: {redact(str(exc), self._key)}"
+                last = f"{type(exc).__name__}: {self._redact(str(exc))}"
             except openai.APIStatusError as exc:
                 # 4xx other than 429: the request itself is wrong; retrying cannot help
                 raise ModelError(
-                    f"model endpoint {ep.base_url} refused the request ({exc.status_code}): "
-                    f"{redact(str(exc), self._key)[:500]}",
+                    f"model endpoint {ep.display_url} refused the request ({exc.status_code}): "
+                    f"{self._redact(str(exc))[:500]}",
                     hint="check the model name, the image limits the server was started with and the API key",
                 ) from None
             except (
@@ -208,19 +246,28 @@ class ChatClient:
                 TypeError,
                 AttributeError,
             ) as exc:  # a body the SDK cannot read as a completion
-                last = f"malformed response: {redact(str(exc), self._key)[:200]}"
+                last = f"malformed response: {self._redact(str(exc))[:200]}"
             else:
+                # a model may echo the key (e.g. a prompt-injected page asking for it): mask it
+                # before the reply reaches the agent, the judge or the store
+                result.text = self._redact(result.text)
+                for call in result.tool_calls:
+                    call["arguments"] = self._redact(str(call.get("arguments", "")))
                 result.attempts = attempts
                 result.latency_s = time.monotonic() - started
                 return result
             if attempt < ep.max_retries:
                 delay = min(ep.backoff_max_s, ep.backoff_s * (2**attempt)) * self._jitter()
                 log.warning(
-                    "model call to %s failed (%s); retry %d in %.2fs", ep.base_url, last, attempt + 1, delay
+                    "model call to %s failed (%s); retry %d in %.2fs",
+                    ep.display_url,
+                    last,
+                    attempt + 1,
+                    delay,
                 )
                 await asyncio.sleep(delay)
         raise ModelError(
-            f"model endpoint {ep.base_url} failed after {attempts} attempt(s): {last}",
+            f"model endpoint {ep.display_url} failed after {attempts} attempt(s): {last}",
             hint="check that the server is up (`realbench serve-model --check URL`) and not overloaded",
         )
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from realbench.agents.client import ChatEndpoint
-from realbench.errors import ConfigError, StoreError
+from realbench.errors import ConfigError, ModelError, StoreError
 from realbench.judge import ajudge_trajectory
 from realbench.judge.cache import JudgeCache
-from realbench.judge.vlm import ImageSampling, VLMJudge, VLMJudgeConfig
+from realbench.judge.vlm import ImageSampling, VLMJudge, VLMJudgeConfig, is_endpoint_failure
 from realbench.outcome import Verdict
 from realbench.taskpack import TaskPack, load_pack
 from realbench.templating import render_value
@@ -63,6 +63,7 @@ class JudgeSummary:
     decided_by_checks: int = 0
     skipped: int = 0
     judged: dict[str, dict[str, float]] = field(default_factory=dict)
+    endpoint_failures: dict[str, int] = field(default_factory=dict)
 
     def add(self, verdict: Verdict) -> None:
         row = self.judged.setdefault(
@@ -109,7 +110,7 @@ def judge_run(
 
     if not (Path(rundir) / "index.sqlite").exists():
         raise StoreError(f"{rundir} is not a run store", hint="pass the --out folder of a `realbench run`")
-    store = RunStore(rundir, create=False)
+    store = RunStore(rundir, create=False, writer="realbench judge")
     try:
         pack = _pack_for(store, pack_path)
         cache = JudgeCache(Path(rundir) / "judge_cache") if use_cache else None
@@ -146,7 +147,20 @@ def judge_run(
         "judges": summary.judged,
         "cache": {"hits": cache.hits, "misses": cache.misses} if cache else None,
     }
+    out["endpoint_failures"] = summary.endpoint_failures
     (Path(rundir) / "judge_summary.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+    dead = sorted(
+        name
+        for name, failed in summary.endpoint_failures.items()
+        if failed and not summary.judged.get(name, {}).get("verdicts")
+    )
+    if dead:
+        raise ModelError(
+            f"every request to judge(s) {', '.join(dead)} failed at the endpoint; no verdict of theirs was recorded",
+            hint="check the URL, that the server is up and the API key (--api-key-env); rerunning retries them",
+        )
+    for name, failed in summary.endpoint_failures.items():
+        log.warning("judge %s: %d request(s) failed at the endpoint and were not recorded", name, failed)
     return out
 
 
@@ -179,6 +193,10 @@ async def _judge_all(
             )
         summary.episodes += 1
         for v in verdicts:
+            if is_endpoint_failure(v):
+                # not a verdict: kept out of the store so an earlier real one stays, and retried next time
+                summary.endpoint_failures[v.name] = summary.endpoint_failures.get(v.name, 0) + 1
+                continue
             if v.source.value == "checks":
                 summary.decided_by_checks += 1
             summary.add(v)

@@ -56,7 +56,7 @@ class SyntheticJudge:
     def judge_store(self, path: str | Path) -> dict[str, int]:
         """Add this judge's verdict to every scored episode of a store that has a verifier verdict."""
         counts = {"judged": 0, "skipped_no_truth": 0, "said_success": 0}
-        store = RunStore(path, create=False)
+        store = RunStore(path, create=False, writer="synthetic judge")
         try:
             frame = store.episodes_frame()
             for row in frame.itertuples(index=False):

@@ -32,6 +32,15 @@ from realbench.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
+# Reason prefix of the abstention an unreachable or refusing endpoint yields: infrastructure
+# trouble, never cached or stored as a verdict.
+ENDPOINT_FAILED = "judge endpoint failed"
+
+
+def is_endpoint_failure(verdict: Verdict) -> bool:
+    return verdict.abstained and verdict.reason.startswith(ENDPOINT_FAILED)
+
+
 SYSTEM_PROMPT = (
     "You are a strict evaluator of a mobile GUI agent. You are shown the user's task, the grading "
     "rubric, the agent's actions with its reasoning, its final answer if any, and screenshots of "
@@ -193,7 +202,7 @@ class VLMJudge:
                 result: ChatResult = await self.client.acomplete(messages)
             except ModelError as exc:
                 # transient infrastructure trouble: abstain, and do not cache it
-                return self._abstain(f"judge endpoint failed: {exc.message}", raw, tokens_in, tokens_out)
+                return self._abstain(f"{ENDPOINT_FAILED}: {exc.message}", raw, tokens_in, tokens_out)
             tokens_in += result.tokens_in
             tokens_out += result.tokens_out
             raw = result.text

@@ -1,0 +1,502 @@
+"""The standing reliability suite: what a careless (or hostile) user can do to realbench, tried
+for real, with what was lost, done twice or leaked counted from the evidence (files on disk, the
+index, the servers' session stores and memory), never from the guard's own report.
+
+Cases (``--case NAME`` picks some; all run by default):
+
+- concurrent_writers: two `realbench run` into one --out at once (clone target, Chromium);
+- truncated_index: index.sqlite cut to 0 bytes, then `show`, `run`'s writer, `store repair`;
+- damaged_episodes: one episode folder deleted, garbage in another's steps.jsonl;
+- server_bodies / server_nesting / server_sessions / server_origins / server_routes: the clone
+  server with 10 MB bodies, 100 000-deep JSON, a session flood, cross-origin and rebinding
+  requests, and hostile `ui.route` values;
+- loader_bombs: a YAML alias bomb and a 50 MB pack through `check-pack`;
+- secret_echo: a model that echoes the API key, a base URL with credentials.
+
+    python benchmarks/reliability.py            # every case, a table
+    python benchmarks/reliability.py --json --case server_sessions --case loader_bombs
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PACK = ROOT / "taskpacks" / "train_ticketing"
+
+
+@dataclass
+class CaseResult:
+    name: str
+    tried: str
+    lost: int = 0
+    doubled: int = 0
+    leaked: int = 0
+    ok: bool = True
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _cli(
+    *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "realbench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full,
+    )
+
+
+def _one_line(done: subprocess.CompletedProcess[str]) -> bool:
+    return done.returncode != 0 and "Traceback" not in done.stderr
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _folder_hashes(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((root / "episodes").rglob("*"))
+        if p.is_file()
+    }
+
+
+# --- the run store ------------------------------------------------------------------------------
+
+
+def _fill_store(root: Path, n: int = 6) -> list[str]:
+    from realbench.episode import EndReason, EpisodeResult, StepRecord
+    from realbench.outcome import Outcome, Verdict
+    from realbench.store import EpisodeKey, RunStore
+
+    ids = []
+    with RunStore(root, writer="reliability suite") as store:
+        store.ensure_run("r", pack="toy", app="toy", agent="golden", target="clone", config={"pack": "toy"})
+        for i in range(n):
+            result = EpisodeResult(
+                task_id=f"t{i % 3}", seed=i, instruction="x", params={}, agent="golden", target="clone",
+                device={"kind": "clone"}, outcome=Outcome.SUCCESS, end_reason=EndReason.TERMINATE,
+                verdicts=[Verdict.ok()], steps=[StepRecord(index=0, action={"type": "back"}, raw="back")],
+                started=time.time(), finished=time.time(),
+            )  # fmt: skip
+            ids.append(store.write_episode("r", EpisodeKey(f"t{i % 3}", i, i), 0, "toy", result))
+    return ids
+
+
+def case_concurrent_writers(work: Path) -> CaseResult:
+    import sqlite3
+
+    out = work / "store"
+    tasks = work / "tasks.json"
+    from realbench.taskpack import load_pack
+
+    ids = [t.id for t in load_pack(PACK).tasks[:2]]
+    tasks.write_text(json.dumps(ids))
+    cmd = [sys.executable, "-m", "realbench", "run", "--pack", str(PACK), "--out", str(out), "--target", "clone",
+           "--repeats", "2", "--tasks", f"@{tasks}", "--no-progress"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ]
+    time.sleep(0.5)
+    procs.append(
+        subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    )
+    outputs = [p.communicate(timeout=600) for p in procs]
+    codes = [p.returncode for p in procs]
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    with sqlite3.connect(out / "index.sqlite") as db:
+        rows = db.execute("SELECT task, seed, repeat FROM episodes WHERE outcome != 'env_invalid'").fetchall()
+    planned = {(t, r, r) for t in ids for r in range(2)}
+    refused = [i for i, c in enumerate(codes) if c != 0]
+    named = bool(refused) and "being written by" in outputs[refused[0]][1]
+    return CaseResult(
+        "concurrent_writers",
+        "two `realbench run` into one --out at once, then a third run",
+        lost=len(planned - set(rows)),
+        doubled=len(rows) - len(set(rows)),
+        ok=len(refused) == 1 and named and again.returncode == 0,
+        details={
+            "exit_codes": codes,
+            "second_writer_named_the_holder": named,
+            "third_run_exit": again.returncode,
+            "episodes": len(rows),
+            "planned": len(planned),
+        },  # fmt: skip
+    )
+
+
+def case_truncated_index(work: Path) -> CaseResult:
+    from realbench.errors import StoreError
+    from realbench.store import RunStore
+
+    root = work / "store"
+    ids = _fill_store(root)
+    before = _folder_hashes(root)
+    (root / "index.sqlite").write_bytes(b"")
+    for extra in root.glob("index.sqlite-*"):
+        extra.unlink()
+    show = _cli("show", str(root))
+    try:
+        RunStore(root, writer="realbench run").close()
+        writer_refused = False
+    except StoreError:
+        writer_refused = True
+    untouched = _folder_hashes(root) == before
+    repair = _cli("store", "repair", str(root), "--json")
+    with RunStore(root, create=False) as store:
+        back = {r["episode_id"] for r in store._query("SELECT episode_id FROM episodes")}
+    return CaseResult(
+        "truncated_index",
+        "index.sqlite truncated to 0 bytes; `show`, a writer, then `store repair`",
+        lost=len(set(ids) - back),
+        ok=_one_line(show)
+        and "disagrees" in show.stderr
+        and writer_refused
+        and untouched
+        and repair.returncode == 0,
+        details={
+            "show_refused": _one_line(show),
+            "writer_refused": writer_refused,
+            "folders_untouched": untouched,
+            "restored": len(json.loads(repair.stdout or "{}").get("restored", [])),
+        },  # fmt: skip
+    )
+
+
+def case_damaged_episodes(work: Path) -> CaseResult:
+    from realbench.store import RunStore
+
+    root = work / "store"
+    ids = _fill_store(root)
+    with RunStore(root, create=False) as store:
+        shutil.rmtree(store.episode_dir(ids[0]))
+        (store.episode_dir(ids[1]) / "steps.jsonl").write_text("{garbage\n")
+    show = _cli("show", str(root), "--json")
+    damaged = set(json.loads(show.stdout or "{}").get("damaged", {}))
+    check = _cli("store", "check", str(root), "--json")
+    repair = _cli("store", "repair", str(root), "--json")
+    requeued = set(json.loads(repair.stdout or "{}").get("requeued", []))
+    with RunStore(root, create=False) as store:
+        left = {r["episode_id"] for r in store._query("SELECT episode_id FROM episodes")}
+    intact = set(ids[2:])
+    return CaseResult(
+        "damaged_episodes",
+        "one episode folder deleted, garbage in another's steps.jsonl; show, check, repair",
+        lost=len(intact - left),
+        ok=damaged == {ids[0], ids[1]} and check.returncode == 1 and requeued == {ids[0], ids[1]},
+        details={
+            "named_damaged": sorted(damaged),
+            "requeued": sorted(requeued),
+            "intact_kept": len(intact & left),
+        },
+    )
+
+
+# --- the clone server ---------------------------------------------------------------------------
+
+
+def _server(**limits: Any) -> Any:
+    from clones.server import CloneServer
+    from realbench.http_guard import ServerLimits
+
+    return CloneServer(limits=ServerLimits(**limits))
+
+
+def case_server_bodies(work: Path) -> CaseResult:
+    import httpx
+
+    with _server() as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        rss0 = _rss_mb()
+        codes = [
+            c.post(
+                "/api/sessions", json={"clone": "train_ticketing", "params": {"x": "a" * 10_000_000}}
+            ).status_code
+            for _ in range(5)
+        ]
+        sessions = len(server.store)
+        rss1 = _rss_mb()
+    return CaseResult(
+        "server_bodies",
+        "five 10 MB create bodies to the clone server",
+        leaked=sessions,
+        ok=set(codes) == {413} and sessions == 0,
+        details={
+            "statuses": sorted(set(codes)),
+            "sessions_made": sessions,
+            "rss_growth_mb_client_and_server": round(rss1 - rss0, 1),
+        },
+    )
+
+
+def case_server_nesting(work: Path) -> CaseResult:
+    import httpx
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with _server(max_body_bytes=1_000_000) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        sid = c.post("/api/sessions", json={"clone": "train_ticketing"}).json()["session"]
+        headers = {"content-type": "application/json"}
+        statuses = [
+            c.post("/api/sessions", content=deep, headers=headers).status_code,
+            c.put(f"/api/sessions/{sid}/state", content=deep, headers=headers).status_code,
+            c.post(
+                f"/api/sessions/{sid}/event", content=b"{" + b'"a":{' * 5000 + b"}" * 5001, headers=headers
+            ).status_code,
+        ]
+        alive = c.get(f"/s/{sid}/screen").status_code
+    return CaseResult(
+        "server_nesting",
+        "JSON nested 100 000 deep to create, PUT state and event",
+        ok=all(s == 400 for s in statuses) and alive == 200,
+        details={"statuses": statuses, "session_still_renders": alive},
+    )
+
+
+def case_server_sessions(work: Path) -> CaseResult:
+    import httpx
+
+    creates = 1000
+    with _server(max_sessions=200, idle_timeout_s=3600) as server, httpx.Client(base_url=server.url) as c:
+        rss0 = _rss_mb()
+        statuses: dict[int, int] = {}
+        for _ in range(creates):
+            s = c.post("/api/sessions", json={"clone": "train_ticketing"}).status_code
+            statuses[s] = statuses.get(s, 0) + 1
+        peak = len(server.store)
+        rss1 = _rss_mb()
+        server.store.idle_timeout_s = 1.0  # what --idle-timeout sets; shortened here to observe expiry
+        time.sleep(1.5)
+        after_idle = c.post("/api/sessions", json={"clone": "train_ticketing"}).status_code
+        left = len(server.store)
+    return CaseResult(
+        "server_sessions",
+        f"{creates} session creates against a cap of 200, then every session idle past the timeout",
+        leaked=max(0, peak - 200),
+        ok=statuses.get(429, 0) == creates - 200 and peak == 200 and after_idle == 200 and left == 1,
+        details={
+            "statuses": statuses,
+            "live_at_peak": peak,
+            "rss_growth_mb": round(rss1 - rss0, 1),
+            "live_after_idle_expiry": left,
+        },  # fmt: skip
+    )
+
+
+def case_server_origins(work: Path) -> CaseResult:
+    import httpx
+
+    with _server() as server, httpx.Client(base_url=server.url) as c:
+        tries = {
+            "text/plain POST": c.post("/api/sessions", content=b'{"clone": "train_ticketing"}',
+                                      headers={"content-type": "text/plain"}).status_code,
+            "cross-origin POST": c.post("/api/sessions", json={"clone": "train_ticketing"},
+                                        headers={"origin": "http://evil.example"}).status_code,
+            "rebinding Host": c.post("/api/sessions", json={"clone": "train_ticketing"},
+                                     headers={"host": "evil.example"}).status_code,
+        }  # fmt: skip
+        made = len(server.store)
+    from realbench.errors import ServerError
+    from realbench.http_guard import security_for
+
+    env = dict(os.environ)
+    os.environ.pop("REALBENCH_SERVER_TOKEN", None)
+    try:
+        security_for("0.0.0.0")
+        refused_wildcard = False
+    except ServerError:
+        refused_wildcard = True
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+    return CaseResult(
+        "server_origins",
+        "text/plain and cross-origin POSTs, a foreign Host header, 0.0.0.0 without a token",
+        leaked=made,
+        ok=made == 0 and all(s in (403, 415) for s in tries.values()) and refused_wildcard,
+        details={**tries, "sessions_made": made, "wildcard_without_token_refused": refused_wildcard},
+    )
+
+
+def case_server_routes(work: Path) -> CaseResult:
+    import httpx
+
+    with _server() as server, httpx.Client(base_url=server.url) as c:
+        sid = c.post("/api/sessions", json={"clone": "train_ticketing"}).json()["session"]
+        state = c.get(f"/api/sessions/{sid}/state").json()
+        puts, renders = [], []
+        for route in ("../../../etc/passwd", "nope", "<script>"):
+            bad = json.loads(json.dumps(state))
+            bad["ui"]["route"] = route
+            puts.append(c.put(f"/api/sessions/{sid}/state", json=bad).status_code)
+            renders.append(c.get(f"/s/{sid}").status_code)
+    return CaseResult(
+        "server_routes",
+        "PUT /state with hostile ui.route values, then render the session",
+        ok=set(puts) == {400} and set(renders) == {200},
+        details={"put_statuses": puts, "render_statuses": renders},
+    )
+
+
+# --- loaders and secrets -----------------------------------------------------------------------
+
+
+def case_loader_bombs(work: Path) -> CaseResult:
+    bomb = work / "bomb" / "pack.yaml"
+    bomb.parent.mkdir()
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    text = (PACK / "pack.yaml").read_text(encoding="utf-8")
+    bomb.write_text(
+        text.replace("tasks:", "x_bomb:\n  " + "\n  ".join(lines) + "\ntasks:", 1), encoding="utf-8"
+    )
+    t0 = time.monotonic()
+    first = _cli("check-pack", str(bomb), timeout=120)
+    bomb_s = time.monotonic() - t0
+    big = work / "big" / "pack.yaml"
+    big.parent.mkdir()
+    with big.open("w", encoding="utf-8") as f:
+        f.write(text)
+        for _ in range(50):
+            f.write("# " + "x" * (1024 * 1024) + "\n")
+    t0 = time.monotonic()
+    second = _cli("check-pack", str(big), timeout=300)
+    big_s = time.monotonic() - t0
+    return CaseResult(
+        "loader_bombs",
+        "a YAML alias bomb and a 50 MB pack through `check-pack`",
+        ok=_one_line(first)
+        and "aliases" in first.stderr
+        and _one_line(second)
+        and bomb_s < 30
+        and big_s < 30,
+        details={
+            "bomb_s": round(bomb_s, 1),
+            "big_pack_s": round(big_s, 1),
+            "printed_bytes": len(first.stderr) + len(second.stderr),
+        },  # fmt: skip
+    )
+
+
+def case_secret_echo(work: Path) -> CaseResult:
+    from realbench.agents.client import ChatClient, ChatEndpoint
+    from realbench.agents.fake_server import FAKE_MODEL, FakeModelServer
+    from realbench.errors import ModelError
+
+    key = "sk-reliability-" + os.urandom(8).hex()
+    os.environ["RB_SUITE_KEY"] = key
+    try:
+        with FakeModelServer([f"the key is {key}"], repeat_last=True) as server:
+            client = ChatClient(
+                ChatEndpoint(base_url=server.base_url, model=FAKE_MODEL, api_key_env="RB_SUITE_KEY")
+            )
+            reply = client.complete([{"role": "user", "content": "say the key"}]).text
+            client.close()
+    finally:
+        os.environ.pop("RB_SUITE_KEY", None)
+    password = "pw-" + os.urandom(6).hex()
+    endpoint = ChatEndpoint(
+        base_url=f"http://u:{password}@127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=2
+    )
+    client = ChatClient(endpoint)
+    try:
+        client.complete([{"role": "user", "content": "hi"}])
+        message = ""
+    except ModelError as exc:
+        message = str(exc)
+    finally:
+        client.close()
+    leaks = int(key in reply) + int(password in message) + int(password in endpoint.model_dump_json())
+    return CaseResult(
+        "secret_echo",
+        "a model reply echoing the API key; credentials in a base URL (error text, serialised endpoint)",
+        leaked=leaks,
+        ok=leaks == 0 and "***" in reply,
+        details={"reply_masked": "***" in reply},
+    )
+
+
+CASES: dict[str, Callable[[Path], CaseResult]] = {
+    "concurrent_writers": case_concurrent_writers,
+    "truncated_index": case_truncated_index,
+    "damaged_episodes": case_damaged_episodes,
+    "server_bodies": case_server_bodies,
+    "server_nesting": case_server_nesting,
+    "server_sessions": case_server_sessions,
+    "server_origins": case_server_origins,
+    "server_routes": case_server_routes,
+    "loader_bombs": case_loader_bombs,
+    "secret_echo": case_secret_echo,
+}
+BROWSER_CASES = ("concurrent_writers",)
+
+
+def run_suite(names: list[str] | None = None) -> list[CaseResult]:
+    results = []
+    for name in names or list(CASES):
+        work = Path(tempfile.mkdtemp(prefix=f"reliability-{name}-"))
+        t0 = time.monotonic()
+        try:
+            result = CASES[name](work)
+        except Exception as exc:  # a case that crashes is a failed case, reported as such
+            result = CaseResult(
+                name, "(crashed)", ok=False, details={"error": f"{type(exc).__name__}: {exc}"}
+            )
+        result.seconds = round(time.monotonic() - t0, 1)
+        results.append(result)
+        shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--case", action="append", choices=list(CASES), help="run only these (repeatable)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), "?")  # fmt: skip
+    results = run_suite(args.case)
+    machine = {"cpu": cpu, "cores": os.cpu_count(), "loadavg": os.getloadavg(),
+               "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+    if args.json:
+        print(json.dumps({"machine": machine, "cases": [asdict(r) for r in results]}, ensure_ascii=False))
+    else:
+        for r in results:
+            verdict = "ok  " if r.ok else "FAIL"
+            print(
+                f"{verdict} {r.name:<20} lost {r.lost}  doubled {r.doubled}  leaked {r.leaked}  {r.seconds:>6.1f}s"
+            )
+            print(f"     tried: {r.tried}")
+            print(f"     seen:  {json.dumps(r.details, ensure_ascii=False)}")
+        print(f"machine: {machine}")
+    if not all(r.ok and not (r.lost or r.doubled or r.leaked) for r in results):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,273 @@
+"""What every realbench HTTP server puts in front of its routes: who may talk to it and how much.
+
+- Loopback by default. Listening on any other address needs a token, read from an environment
+  variable (``REALBENCH_SERVER_TOKEN`` unless told otherwise); clients send it as
+  ``Authorization: Bearer TOKEN`` (a browser page opened with ``?token=TOKEN`` gets it as a
+  same-site cookie).
+- A Host allow-list (loopback names, the bound address, the machine's names when bound to a
+  wildcard, plus any given) and an Origin check: a page from another site can neither read nor
+  post (DNS rebinding, CSRF).
+- A body of a POST/PUT/PATCH must be JSON (``Content-Type: application/json``) and at most
+  `max_body_bytes` (413 beyond); JSON nested deeper than `max_json_depth` is a 400.
+
+Session caps and idle expiry are the servers' own (they know what a session is); their limits live
+in `ServerLimits` too, so one set of options configures a server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import socket
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from realbench.errors import RealbenchError, ServerError
+
+DEFAULT_TOKEN_ENV = "REALBENCH_SERVER_TOKEN"
+TOKEN_COOKIE = "rb_token"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class LimitExceeded(RealbenchError):
+    """A server limit (sessions, environments) is reached: HTTP 429."""
+
+    http_status = 429
+
+
+class BodyError(RealbenchError):
+    """A request body the server will not read (too deep, not JSON): HTTP 400 or 413."""
+
+    def __init__(self, status: int, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.http_status = status
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Limits of one server; every one is a command-line option of the server's command."""
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_json_depth: int = 64
+    max_sessions: int = 1024
+    idle_timeout_s: float = 3600.0
+    max_snapshots: int = 4096
+
+
+@dataclass(frozen=True)
+class ServerSecurity:
+    """Who may talk to a server: the token (None on loopback without one) and the Host allow-list."""
+
+    token: str | None = None
+    allowed_hosts: frozenset[str] = field(default_factory=lambda: LOOPBACK_NAMES)
+
+
+# What an app built without explicit security accepts: loopback plus the host name Starlette's
+# in-process TestClient sends. Every served app (`serve`, CloneServer, the rollout service) is
+# given `security_for(its host)` instead.
+IN_PROCESS_SECURITY = ServerSecurity(allowed_hosts=LOOPBACK_NAMES | {"testserver"})
+
+
+def is_loopback(host: str) -> bool:
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _machine_names() -> set[str]:
+    names = {socket.gethostname().lower(), socket.getfqdn().lower()}
+    with contextlib.suppress(OSError):
+        names.update(socket.gethostbyname_ex(socket.gethostname())[2])
+    return names
+
+
+def security_for(
+    host: str, *, token_env: str = DEFAULT_TOKEN_ENV, allow_hosts: Iterable[str] = ()
+) -> ServerSecurity:
+    """The security of a server bound to `host`; refuses a non-loopback address without a token."""
+    token = os.environ.get(token_env) or None
+    if not is_loopback(host) and not token:
+        raise ServerError(
+            f"refusing to listen on {host} without a token: set the environment variable {token_env}",
+            hint=f"e.g. export {token_env}=$(python -c 'import secrets; print(secrets.token_urlsafe(24))'); "
+            "clients send it as 'Authorization: Bearer TOKEN'. Or listen on 127.0.0.1",
+        )
+    allowed = set(LOOPBACK_NAMES) | {host.strip("[]").lower()} | {h.lower() for h in allow_hosts}
+    if host in ("0.0.0.0", "::", ""):
+        allowed |= _machine_names()
+    return ServerSecurity(token=token, allowed_hosts=frozenset(allowed))
+
+
+def _hostname(netloc: str) -> str:
+    if netloc.startswith("["):
+        return netloc[1 : netloc.find("]")].lower() if "]" in netloc else netloc.lower()
+    return netloc.rsplit(":", 1)[0].lower() if netloc.count(":") == 1 else netloc.lower()
+
+
+def json_depth_ok(value: Any, max_depth: int) -> bool:
+    """True when `value` nests at most `max_depth` containers deep (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def parse_json_body(raw: bytes, max_depth: int) -> Any:
+    """The body as JSON, or a BodyError (400) for invalid or too deeply nested JSON."""
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise BodyError(400, f"request body nests deeper than {max_depth} levels") from None
+    except ValueError:
+        raise BodyError(400, "request body is not valid JSON") from None
+    if not json_depth_ok(data, max_depth):
+        raise BodyError(400, f"request body nests deeper than {max_depth} levels")
+    return data
+
+
+class GuardMiddleware:
+    """ASGI middleware enforcing `ServerSecurity` and the body limits of `ServerLimits`."""
+
+    def __init__(self, app: ASGIApp, security: ServerSecurity, limits: ServerLimits) -> None:
+        self.app = app
+        self.security = security
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        method = scope["method"].upper()
+        allowed = self.security.allowed_hosts
+        if _hostname(headers.get("host", "")) not in allowed:
+            await _answer(send, 403, "Host header not allowed", "add the name with --allow-host")
+            return
+        origin = headers.get("origin")
+        if origin is not None and (origin == "null" or _hostname(urlsplit(origin).netloc) not in allowed):
+            await _answer(send, 403, "cross-origin request refused", "call the API from the same host")
+            return
+        set_cookie = False
+        if self.security.token is not None:
+            given = _token_of(headers, scope, method)
+            if given is None or not secrets.compare_digest(given[0], self.security.token):
+                await _answer(
+                    send,
+                    401,
+                    "missing or wrong token",
+                    "send 'Authorization: Bearer TOKEN' (the server's token env var)",
+                )
+                return
+            set_cookie = given[1] == "query"
+        if method in UNSAFE_METHODS:
+            length = headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
+                await _too_large(send, self.limits.max_body_bytes)
+                return
+            chunks: list[bytes] = []
+            size = 0
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.limits.max_body_bytes:
+                    await _too_large(send, self.limits.max_body_bytes)
+                    return
+                chunks.append(chunk)
+                more = bool(message.get("more_body"))
+            body = b"".join(chunks)
+            ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if body and ctype != "application/json":
+                await _answer(
+                    send, 415, "request bodies must be JSON", "send 'Content-Type: application/json'"
+                )
+                return
+            replayed = False
+
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            receive = replay
+        if set_cookie:
+            token = self.security.token
+            assert token is not None
+
+            async def send_with_cookie(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    cookie = f"{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
+                    message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode())]
+                await send(message)
+
+            await self.app(scope, receive, send_with_cookie)
+            return
+        await self.app(scope, receive, send)
+
+
+def _token_of(headers: dict[str, str], scope: Scope, method: str) -> tuple[str, str] | None:
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip(), "header"
+    for part in headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == TOKEN_COOKIE and value:
+            return value, "cookie"
+    if method == "GET":  # a person opening a page link; the cookie carries it from then on
+        values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
+        if values:
+            return values[0], "query"
+    return None
+
+
+async def _answer(send: Send, status: int, message: str, hint: str | None = None) -> None:
+    payload = json.dumps({"error": message, "type": "GuardError", "hint": hint}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    await _answer(
+        send, 413, f"request body larger than {limit} bytes", "the server's --max-body option sets the limit"
+    )
