@@ -15,11 +15,13 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.panel import Panel
 from rich.table import Table
 
 from analysis.audit import AuditResult, Rate, audit_table
-from analysis.retention import RatioEstimate, RetentionResult, retention_from_table
+from analysis.retention import Estimand, RatioEstimate, RetentionResult, retention_from_table
 from analysis.selection import Replayer, SelectionResult, load_replayer, select_tasks, write_task_list
+from analysis.stats import format_interval
 from analysis.tables import (
     TABLE_SUFFIXES,
     StoreSet,
@@ -308,6 +310,22 @@ def render_audit(a: AuditResult, console: Console) -> None:
 # retention
 
 
+def power_tasks_needed(task_list: dict[str, Any]) -> int | None:
+    """Tasks the selection's power analysis asked for (the m-run figure when there is one)."""
+    power = task_list.get("power") or {}
+    for key in ("tasks_needed_m_runs", "tasks_needed_one_run"):
+        if power.get(key):
+            return int(power[key])
+    return None
+
+
+def apply_task_list(df: pd.DataFrame, strata: dict[str, str]) -> pd.DataFrame:
+    """Rows of the listed tasks, with the list's strata (a table's own stratum column yields)."""
+    out = df[df["task"].astype(str).isin(list(strata))].copy()
+    out["stratum"] = out["task"].astype(str).map(strata)
+    return out
+
+
 def retention_command(
     *,
     table: Path | None = None,
@@ -322,16 +340,21 @@ def retention_command(
     real_env: str = "real",
     resamples: int = 10_000,
     seed: int = 0,
+    quantile: str = "z",
     as_json: bool = False,
     console: Console | None = None,
 ) -> RetentionResult:
     pop = parse_population(population)
     strata: dict[str, str] | None = None
+    tasks_needed: int | None = None
+    if quantile not in ("z", "t"):
+        raise ConfigError(f"unknown --quantile {quantile!r}", hint="z (normal) or t (n − 1 df, few tasks)")
     if tasks is not None:
         task_list = load_task_list(tasks)
         strata = {str(t["task"]): str(t["stratum"]) for t in task_list.get("tasks", [])}
         if pop is None and task_list.get("population"):
             pop = {str(k): int(v) for k, v in task_list["population"].items()}
+        tasks_needed = power_tasks_needed(task_list)
     if table is not None:
         if clone or real:
             raise ConfigError("pass either --table or --clone/--real run stores", hint="not both")
@@ -341,8 +364,12 @@ def retention_command(
             raise ConfigError("retention needs --table, or both --clone and --real run stores")
         with StoreSet([*clone, *real]) as ss:
             df = retention_table_from_stores(ss, strata=strata, judge=judge)
-        if strata:
-            df = df[df["task"].isin(list(strata))]
+    unlisted = 0
+    if strata:
+        # Tasks not selected for the phones are expected to lack device runs: leave them out here
+        # (and say so once) rather than report them as dropped.
+        unlisted = int(df.loc[~df["task"].astype(str).isin(list(strata)), "task"].nunique())
+        df = apply_task_list(df, strata)
     result = retention_from_table(
         df,
         base=base,
@@ -352,7 +379,14 @@ def retention_command(
         population=pop,
         n_resamples=resamples,
         seed=seed,
+        quantile=quantile,
+        tasks_needed=tasks_needed,
     )
+    if unlisted:
+        result.notes.append(
+            f"{unlisted} task(s) outside the signal-task list (run on the clone only, not selected for phones) "
+            "are left out, as expected"
+        )
     if as_json:
         _emit_json(_clean(result.to_dict()))
     else:
@@ -360,53 +394,102 @@ def retention_command(
     return result
 
 
-def _ratio_row(t: Table, r: RatioEstimate) -> None:
-    t.add_row(
-        r.label,
+def _ratio_cells(r: RatioEstimate) -> list[str]:
+    """Value and intervals of one ratio; a not-estimable ratio shows its exact Fieller set only."""
+    if not r.estimable:
+        return [
+            "not estimable",
+            f"exact set {r.fieller_set_text}"
+            + (f" (g = {r.fieller_g:.2f})" if math.isfinite(r.fieller_g) else ""),
+            "not presented",
+            "not presented",
+            "not presented",
+        ]
+    boot = {"not run": "not run (--resamples 0)", "not presented": "not presented"}.get(r.bootstrap_status)
+    zero = " (zero width: not meaningful)" if r.degenerate else ""
+    return [
         _fmt(r.estimate),
-        _ci(r.fieller_ci) + ("" if r.estimable else f" (g = {r.fieller_g:.2f})"),
-        _ci(r.delta_ci) + ("" if r.delta_reliable else " (g ≥ 0.1: rough)"),
-        _ci(r.bca_ci),
-        _ci(r.percentile_ci),
-        str(r.n_tasks),
-    )
+        format_interval(r.fieller_ci) + zero,
+        format_interval(r.delta_ci) + ("" if r.delta_reliable else " (g ≥ 0.1: rough)"),
+        boot or format_interval(r.bca_ci),
+        boot or format_interval(r.percentile_ci),
+    ]
+
+
+def warnings_panel(warnings: Sequence[str]) -> Panel:
+    return Panel("\n".join(f"• {w}" for w in warnings), title="warnings", border_style="yellow", expand=False)
 
 
 def render_retention(r: RetentionResult, console: Console) -> None:
-    g = Table(title=f"gains ({r.base} → {r.trained}) over {r.n_tasks} paired tasks")
+    if r.warnings:
+        console.print(warnings_panel(r.warnings))
+    g = Table(title=f"gains ({r.base} → {r.trained}) for the headline {r.main.label}")
     for col in ("side", r.base, r.trained, "gain", "95% CI", "test", "p"):
         g.add_column(col)
     tests = {t.env: t for t in r.tests}
     for env, gain in ((r.clone_env, r.gain_clone), (r.real_env, r.gain_real)):
-        rates = r.success_rates[env]
+        rates = r.headline_rates[env]
         test = tests[env]
         g.add_row(
             env,
             _fmt(rates[r.base], True),
             _fmt(rates[r.trained], True),
             _fmt(gain.mean, True),
-            _ci(gain.ci, True),
+            format_interval(gain.ci, True),
             test.method,
             f"{test.p_value:.3g}",
         )
-    g.add_row("gap", "", "", _fmt(r.transfer_gap.mean, True), _ci(r.transfer_gap.ci, True), "", "")
+    g.add_row(
+        "gap", "", "", _fmt(r.transfer_gap.mean, True), format_interval(r.transfer_gap.ci, True), "", ""
+    )
     console.print(g)
-    t = Table(title="retention")
-    for col in ("estimator", "value", "Fieller 95%", "delta 95%", "BCa 95%", "percentile 95%", "tasks"):
+    gt = Table(title="gains behind each estimand (each weighted as its estimand)")
+    for col in ("estimand", "tasks", "clone gain", "device gain", "gap"):
+        gt.add_column(col)
+    t = Table(title=f"retention (headline: {r.main.label} ★)")
+    for col in ("estimand", "value", "Fieller 95%", "delta 95%", "BCa 95%", "percentile 95%", "tasks"):
         t.add_column(col)
-    for est in (r.retention, r.retention_pop, r.retention_jj, r.slope):
-        if est is not None:
-            _ratio_row(t, est)
-    console.print(t)
-    if not r.retention.estimable:
-        console.print(
-            "[yellow]R is not estimable (Fieller interval unbounded): report the clone and device gains separately.[/]"
+    for est in r.estimands.values():
+        name = est.label + (" ★" if est.estimand is r.headline else "")
+        gt.add_row(
+            name,
+            str(est.n_tasks),
+            *(
+                "" if x is None else f"{_fmt(x.mean, True)} {format_interval(x.ci, True)}"
+                for x in (est.gain_clone, est.gain_real, est.transfer_gap)
+            ),
         )
-    boot = r.retention.bootstrap
-    if boot is not None and not boot.reliable:
-        console.print(f"[yellow]{boot.note}[/]")
-    if r.dropped_tasks:
-        console.print(f"dropped (not paired on both sides): {', '.join(r.dropped_tasks)}")
+        if est.ratio is None:
+            t.add_row(name, est.reason or "not computed", "", "", "", "", str(est.n_tasks))
+            continue
+        t.add_row(name, *_ratio_cells(est.ratio), str(est.n_tasks))
+    for extra in (r.retention_jj, r.slope):
+        if extra is not None:
+            t.add_row(extra.label, *_ratio_cells(extra), str(extra.n_tasks))
+    console.print(gt)
+    console.print(t)
+    if Estimand.POPULATION not in r.estimands:
+        console.print("population estimand not computed: pass --population or --tasks with the stratum sizes")
+    for est in r.estimands.values():
+        if est.why_not:
+            console.print(f"[yellow]{est.label}[/]: {est.why_not}")
+        if est.ratio is not None and est.ratio.collapsed:
+            for h, nb in est.ratio.collapsed.items():
+                console.print(f"{est.label}: stratum {h} collapsed with {nb} for the variance")
+    if r.subgroup_tests:
+        s = Table(title="device gain by stratum and app (sign-flip; Holm across these tests)")
+        for col in ("by", "group", "tasks", "mean device gain", "p", "p (Holm)"):
+            s.add_column(col)
+        for st in r.subgroup_tests:
+            s.add_row(
+                st.by,
+                st.group,
+                str(st.n_tasks),
+                _fmt(st.mean_gain_real, True),
+                f"{st.p_value:.3g}",
+                f"{st.p_holm:.3g}",
+            )
+        console.print(s)
     for note in r.notes:
         console.print(f"[yellow]note:[/] {note}")
 

@@ -491,6 +491,9 @@ def retention_cmd(
         int, typer.Option("--resamples", min=0, help="Bootstrap resamples (0 = none)")
     ] = 10_000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    quantile: Annotated[
+        str, typer.Option("--quantile", help="Fieller's q: z, or t with n − 1 df (few tasks)")
+    ] = "z",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Gain retention R = mean device gain / mean clone gain with Fieller, delta and BCa intervals."""
@@ -509,6 +512,7 @@ def retention_cmd(
         real_env=real_env,
         resamples=resamples,
         seed=seed,
+        quantile=quantile,
         as_json=as_json,
         console=console,
     )

@@ -1,0 +1,217 @@
+"""Tables that break naive measurement code, run through `realbench retention` / `realbench audit`
+as a user would (tables in tests/adversarial_tables.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from analysis.retention import retention_from_table
+from realbench.cli import app
+from tests.adversarial_tables import (
+    all_ties_table,
+    clustered_audit_table,
+    heavy_singleton_table,
+    identical_tasks_table,
+    negative_gain_table,
+    noisy_clone_gain_table,
+)
+from tests.analysis_fixtures import BASE, TRAINED, retention_frame
+
+runner = CliRunner()
+
+
+def run_cli(args: list[str]) -> tuple[dict, str]:
+    """The JSON answer and the human-readable output of the same command."""
+    as_json = runner.invoke(app, [*args, "--json"])
+    assert as_json.exit_code == 0, (as_json.output, as_json.exception)
+    text = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert text.exit_code == 0, (text.output, text.exception)
+    return json.loads(as_json.stdout.strip().splitlines()[-1]), text.stdout
+
+
+def retention_cli(tmp_path: Path, df: pd.DataFrame, *extra: str) -> tuple[dict, str]:
+    path = tmp_path / "t.csv"
+    df.to_csv(path, index=False)
+    return run_cli(["retention", "--table", str(path), "--base", BASE, "--trained", TRAINED, *extra])
+
+
+def in_fieller_set(theta: float, d: dict) -> bool:
+    """Membership by the defining inequality (a − θb)² ≤ q²·Var(a − θb)."""
+    a, b, q = d["numerator"], d["denominator"], d["q"]
+    var = d["v_aa"] - 2 * theta * d["v_ab"] + theta**2 * d["v_bb"]
+    return (a - theta * b) ** 2 <= q * q * var + 1e-12
+
+
+# ---------------------------------------------------------------- not estimable
+
+
+def test_not_estimable_has_no_point_estimate_and_the_exact_fieller_set(tmp_path: Path):
+    out, text = retention_cli(tmp_path, noisy_clone_gain_table(), "--resamples", "2000")
+    assert out["estimand"] == "sample"
+    assert out["retention"] is None and out["estimable"] is False
+    assert "not estimable" in out["reason"]
+    d = out["retention_detail"]
+    assert d["fieller_g"] >= 1
+    # No BCa or percentile interval for R: they look precise and are not.
+    assert out["bca_ci"] is None and out["percentile_ci"] is None and out["delta_ci"] is None
+    # Both gains, each with its interval.
+    for side in ("gain_clone", "gain_real"):
+        assert len(out[side]["ci"]) == 2 and out[side]["mean"] is not None
+    assert out["gain_clone"]["ci"][0] < 0 < out["gain_clone"]["ci"][1]
+    # The exact Fieller set: two half-lines (or the whole line), written with ∞.
+    pieces = out["fieller_set"]
+    assert pieces and "∞" in out["fieller_set_text"]
+    assert pieces[0][0] is None and pieces[-1][1] is None  # unbounded on both sides
+    for theta in (-50.0, -1.0, 0.0, 0.5, 1.0, 2.0, 50.0):
+        inside = any(
+            (lo is None or theta >= lo - 1e-9) and (hi is None or theta <= hi + 1e-9) for lo, hi in pieces
+        )
+        assert inside == in_fieller_set(theta, d), theta
+    assert "∞" in text and "not estimable" in text
+    assert "—" not in text.split("retention")[-1]  # infinite bounds are ∞, never a dash
+
+
+def test_estimable_table_still_reports_everything(tmp_path: Path):
+    out, text = retention_cli(tmp_path, retention_frame(30, seed=4), "--resamples", "500")
+    assert out["estimable"] is True and out["retention"] is not None and out["reason"] is None
+    assert len(out["bca_ci"]) == 2 and out["fieller_set"] == [out["fieller_ci"]]
+    assert "not estimable" not in text
+
+
+# ---------------------------------------------------------------- estimands
+
+
+def test_three_estimands_named_with_their_own_gains(tmp_path: Path):
+    df = retention_frame(40, seed=5)
+    sizes = df.groupby("stratum")["task"].nunique().to_dict()
+    pop = ",".join(f"{k}={5 * v + 7}" for k, v in sizes.items())
+    out, text = retention_cli(tmp_path, df, "--resamples", "500", "--population", pop)
+    assert out["estimand"] == "population"
+    est = out["estimands"]
+    assert set(est) == {"signal", "sample", "population"}
+    assert est["population"]["value"] == out["retention"] == out["retention_pop"]
+    assert est["signal"]["n_tasks"] == sizes["gain"] and est["sample"]["n_tasks"] == 40
+    res = retention_from_table(df, base=BASE, trained=TRAINED, n_resamples=0)
+    pt = res.per_task
+    assert est["signal"]["gain_clone"]["mean"] == pytest.approx(pt.loc[pt["stratum"] == "gain", "g_s"].mean())
+    # R_pop's gains are HT-weighted, with their own intervals.
+    popd = {k: 5 * v + 7 for k, v in sizes.items()}
+    w = {k: v / sum(popd.values()) for k, v in popd.items()}
+    g_d_pop = sum(w[h] * pt.loc[pt["stratum"] == h, "g_d"].mean() for h in w)
+    assert est["population"]["gain_real"]["mean"] == pytest.approx(g_d_pop)
+    assert est["population"]["gain_real"]["ci"][0] < g_d_pop < est["population"]["gain_real"]["ci"][1]
+    # Paired tests under --population are weighted by W_h.
+    pop_tests = est["population"]["tests"]
+    assert all("W_h" in t["method"] for t in pop_tests)
+    for name in ("R_signal", "R_sample", "R_pop"):
+        assert name in text
+
+
+def test_quantile_t_widens_fieller(tmp_path: Path):
+    df = retention_frame(8, seed=6)
+    z, _ = retention_cli(tmp_path, df, "--resamples", "0")
+    t, _ = retention_cli(tmp_path, df, "--resamples", "0", "--quantile", "t")
+    assert t["retention_detail"]["q"] > z["retention_detail"]["q"]
+    if z["fieller_ci"] and t["fieller_ci"]:
+        assert t["fieller_ci"][1] - t["fieller_ci"][0] > z["fieller_ci"][1] - z["fieller_ci"][0]
+
+
+def test_resamples_zero_says_not_run(tmp_path: Path):
+    out, text = retention_cli(tmp_path, retention_frame(30, seed=4), "--resamples", "0")
+    assert out["estimable"] is True
+    assert out["bca_ci"] is None and out["bootstrap"] == "not run"
+    assert "not run" in text and "not estimable" not in text
+
+
+# ---------------------------------------------------------------- small strata
+
+
+def test_one_task_stratum_carrying_most_weight_is_collapsed_not_narrow(tmp_path: Path):
+    df, pop = heavy_singleton_table()
+    out, text = retention_cli(
+        tmp_path, df, "--resamples", "1000", "--population", ",".join(f"{k}={v}" for k, v in pop.items())
+    )
+    popd = out["estimands"]["population"]
+    assert popd["collapsed"] == {"both-fail": "gain"}
+    assert any("collapsed" in w for w in out["warnings"])
+    ci = popd["fieller_ci"]
+    # Without the collapse the interval was about [2.8, 3.5]; one task cannot support that.
+    assert ci is None or ci[1] - ci[0] > 1.0
+    assert "collapsed" in text
+
+
+# ---------------------------------------------------------------- warnings
+
+
+def test_negative_gains_are_not_a_retention(tmp_path: Path):
+    out, text = retention_cli(tmp_path, negative_gain_table(), "--resamples", "200")
+    assert out["retention"] is None and out["estimable"] is False
+    assert "ratio of losses" in out["reason"]
+    assert any("negative" in w for w in out["warnings"])
+    assert "ratio of losses" in text
+
+
+def test_identical_tasks_warn_degenerate_variance(tmp_path: Path):
+    out, text = retention_cli(tmp_path, identical_tasks_table(), "--resamples", "200")
+    assert any("degenerate variance" in w for w in out["warnings"])
+    assert out["retention_detail"]["degenerate"] is True
+    assert "degenerate variance" in text
+
+
+def test_all_ties_are_not_estimable(tmp_path: Path):
+    out, _ = retention_cli(tmp_path, all_ties_table(), "--resamples", "200")
+    assert out["retention"] is None and out["estimable"] is False
+    assert any("degenerate variance" in w or "zero" in w for w in out["warnings"])
+
+
+def test_fewer_tasks_than_the_power_analysis_asked_for(tmp_path: Path):
+    df = retention_frame(12, seed=7)
+    listing = {
+        "kind": "realbench-signal-tasks",
+        "version": 1,
+        "base": BASE,
+        "trained": TRAINED,
+        "population": {"gain": 30, "mixed": 30},
+        "power": {"tasks_needed_one_run": 40, "tasks_needed_m_runs": 25},
+        "tasks": [{"task": t, "stratum": s} for t, s in df.groupby("task")["stratum"].first().items()],
+    }
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps(listing))
+    out, text = retention_cli(tmp_path, df, "--resamples", "0", "--tasks", str(tasks))
+    assert any("power analysis" in w for w in out["warnings"])
+    assert "power analysis" in text
+
+
+def test_per_task_rates_says_what_it_dropped(tmp_path: Path):
+    df = retention_frame(20, seed=8)
+    gone = df["task"].isin(["task000", "task001"]) & (df["env"] == "real")
+    res = retention_from_table(df[~gone], base=BASE, trained=TRAINED, n_resamples=0)
+    assert res.dropped_tasks == ["task000", "task001"]
+    assert {d["task"] for d in res.to_dict()["dropped"]} == {"task000", "task001"}
+    assert all("real" in d["missing"][0] for d in res.to_dict()["dropped"])
+    assert res.to_dict()["strata_after_drop"]
+
+
+# ---------------------------------------------------------------- judge audit with clustering
+
+
+def test_clustered_audit_intervals_are_as_wide_as_the_tasks_allow(tmp_path: Path):
+    path = tmp_path / "a.csv"
+    clustered_audit_table().to_csv(path, index=False)
+    out, text = run_cli(["audit", "--table", str(path)])
+    m = out["judges"]["j"]["metrics"]
+    lo, hi = m["se"]["ci"]
+    assert m["se"]["value"] == pytest.approx(0.5)
+    assert (hi - lo) / 2 >= 0.18  # 10 positive tasks, not 100 episodes
+    for name in ("se", "sp", "ppv", "npv", "fpr", "fnr"):
+        assert m[name]["bootstrap_ci"] is not None, name
+    b_lo, b_hi = m["se"]["bootstrap_ci"]
+    assert (b_hi - b_lo) / 2 >= 0.15
+    for c in out["judges"]["j"]["corrected"]:
+        assert c["side"] == "real"
+    assert "FPR" in text and "NPV" in text
