@@ -249,10 +249,20 @@ def audit_command(
 
 
 def _rate_cell(r: Rate, pct: bool = True) -> str:
-    return f"{_fmt(r.value, pct)} {_ci(r.ci, pct)} ({r.k}/{r.n})" if r.n else "—"
+    if not r.n:
+        return "no data"
+    cell = f"{_fmt(r.value, pct)} {format_interval(r.ci, pct)} ({r.k}/{r.n}"
+    if r.n_tasks is not None:
+        cell += f", {r.n_tasks} tasks"
+    cell += ")"
+    if r.bootstrap_ci is not None:
+        cell += f" boot {format_interval(r.bootstrap_ci, pct)}"
+    return cell
 
 
 def render_audit(a: AuditResult, console: Console) -> None:
+    if a.warnings:
+        console.print(warnings_panel(a.warnings))
     for j in a.judges:
         c = j.metrics.confusion
         console.rule(f"judge {j.judge}: {j.n_labelled} labelled episodes, {j.n_abstained} abstentions")
@@ -263,11 +273,22 @@ def render_audit(a: AuditResult, console: Console) -> None:
         conf.add_row("truth: success", str(c.tp), str(c.fn))
         conf.add_row("truth: failure", str(c.fp), str(c.tn))
         console.print(conf)
-        m = Table(title=f"metrics (Wilson 95%, design effect {j.design_effect:.2f})")
-        for col in ("Se", "Sp", "FPR", "FNR", "PPV"):
+        m = Table(
+            title="metrics: Wilson 95% on n/deff (each metric's own design effect), task-cluster bootstrap 95%"
+        )
+        for col in ("metric", "value [Wilson] (k/n, tasks) boot [bootstrap]", "design effect"):
             m.add_column(col)
         mm = j.metrics
-        m.add_row(*(_rate_cell(x) for x in (mm.se, mm.sp, mm.fpr, mm.fnr, mm.ppv)))
+        for name, rate in (
+            ("Se", mm.se),
+            ("Sp", mm.sp),
+            ("FPR", mm.fpr),
+            ("FNR", mm.fnr),
+            ("PPV", mm.ppv),
+            ("NPV", mm.npv),
+            ("accuracy", mm.accuracy),
+        ):
+            m.add_row(name, _rate_cell(rate), f"{rate.design_effect:.2f}")
         console.print(m)
         e = Table(title="error by model, trajectory length and app")
         for col in ("by", "group", "error", "FPR", "FNR"):
@@ -275,12 +296,13 @@ def render_audit(a: AuditResult, console: Console) -> None:
         for g in j.errors:
             e.add_row(g.by, g.group, _rate_cell(g.error), _rate_cell(g.fpr), _rate_cell(g.fnr))
         console.print(e)
-        cr = Table(title="corrected success rates")
-        for col in ("model", "judged q̂", "corrected p̂", "± SE", "method", "truth on labelled"):
+        cr = Table(title="corrected success rates per model and side")
+        for col in ("model", "side", "judged q̂", "corrected p̂", "± SE", "method", "truth on labelled"):
             cr.add_column(col)
         for r in j.corrected:
             cr.add_row(
                 r.model,
+                r.side,
                 _fmt(r.judged_rate, True),
                 _fmt(r.corrected_rate, True),
                 _fmt(r.corrected_se, True),
@@ -290,16 +312,17 @@ def render_audit(a: AuditResult, console: Console) -> None:
         console.print(cr)
     if a.agreements:
         t = Table(title="agreement between judges")
-        for col in ("judges", "n", "κ", "κ 95% (task bootstrap)", "raw agreement", "PABAK"):
+        for col in ("judges", "n", "κ", "κ 95% (task bootstrap)", "raw agreement", "PABAK", "flag"):
             t.add_column(col)
         for ag in a.agreements:
             t.add_row(
                 f"{ag.judge_a} × {ag.judge_b}",
                 str(ag.n),
                 _fmt(ag.kappa),
-                _ci(ag.kappa_ci),
+                format_interval(ag.kappa_ci) if ag.kappa_ci else "undefined",
                 _fmt(ag.raw_agreement, True),
                 _fmt(ag.pabak),
+                ag.flag,
             )
         console.print(t)
     for note in a.notes:

@@ -107,3 +107,33 @@ def clustered_audit_table(n_tasks: int = 20, runs: int = 10, seed: int = 0) -> p
                 }
             )
     return pd.DataFrame(rows)
+
+
+def clustered_two_sided_audit(n_tasks: int = 40, runs: int = 8, seed: int = 1) -> pd.DataFrame:
+    """Clone and real episodes of two models. Success comes in clusters (a task is easy or hard for
+    both models: task effects of sd 2 on the logit); the judge errs on 10 % of episodes at random.
+    Real episodes of every fourth task are labelled; the rest are not."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    miss = 1 / (1 + np.exp(2.2))
+    for t in range(n_tasks):
+        difficulty = rng.normal(0, 2.0)
+        for env in ("clone", "real"):
+            for model, lift in ((BASE, -0.5), (TRAINED, 0.5)):
+                for r in range(runs):
+                    truth = bool(rng.random() < 1 / (1 + np.exp(-(difficulty + lift))))
+                    verdict = (not truth) if rng.random() < miss else truth
+                    labelled = env == "clone" or t % 4 == 0
+                    rows.append(
+                        {
+                            "task": f"t{t:03d}",
+                            "model": model,
+                            "judge": "j",
+                            "truth": truth if labelled else None,
+                            "verdict": verdict,
+                            "steps": int(rng.integers(3, 20)),
+                            "env": env,
+                            "episode": f"t{t}-{env}-{model}-{r}",
+                        }
+                    )
+    return pd.DataFrame(rows)

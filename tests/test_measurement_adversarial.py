@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from analysis.retention import retention_from_table
+from analysis.stats import rogan_gladen, rogan_gladen_variance
 from realbench.cli import app
 from tests.adversarial_tables import (
     all_ties_table,
@@ -215,3 +217,77 @@ def test_clustered_audit_intervals_are_as_wide_as_the_tasks_allow(tmp_path: Path
     for c in out["judges"]["j"]["corrected"]:
         assert c["side"] == "real"
     assert "FPR" in text and "NPV" in text
+
+
+def _bootstrap_corrected_se(df: pd.DataFrame, model: str, side: str, n_boot: int = 400) -> float:
+    """SE of the Rogan–Gladen rate by resampling tasks (each task's runs together)."""
+    rng = np.random.default_rng(5)
+    tasks = df["task"].unique()
+    by_task = {t: g for t, g in df.groupby("task")}
+    values = []
+    for _ in range(n_boot):
+        pick = pd.concat([by_task[t] for t in rng.choice(tasks, tasks.size)])
+        g = pick[(pick["model"] == model) & (pick["env"] == side)]
+        lab = g.dropna(subset=["truth"])
+        t = lab["truth"].astype(bool).to_numpy()
+        v = lab["verdict"].astype(bool).to_numpy()
+        se, sp = (v & t).sum() / t.sum(), (~v & ~t).sum() / (~t).sum()
+        if se + sp <= 1:
+            continue
+        values.append(rogan_gladen(g["verdict"].astype(float).mean(), se, sp))
+    return float(np.std(values, ddof=1))
+
+
+def test_corrected_rates_are_per_model_and_side_with_clustered_se():
+    from analysis.audit import audit_table
+    from tests.adversarial_tables import clustered_two_sided_audit
+
+    df = clustered_two_sided_audit()
+    res = audit_table(df, seed=1)
+    (j,) = res.judges
+    keys = {(c.model, c.side) for c in j.corrected}
+    assert keys == {(m, s) for m in (BASE, TRAINED) for s in ("clone", "real")}
+    c = next(c for c in j.corrected if c.model == TRAINED and c.side == "real")
+    boot = _bootstrap_corrected_se(df, TRAINED, "real")
+    lab = df[(df["model"] == TRAINED) & (df["env"] == "real")].dropna(subset=["truth"])
+    truth = lab["truth"].astype(bool)
+    raw = (
+        rogan_gladen_variance(c.judged_rate, c.se_used, c.sp_used, c.n_judged, truth.sum(), (~truth).sum())
+        ** 0.5
+    )
+    # Raw episode counts understate the SE against the task bootstrap; effective sizes do not.
+    assert raw < 0.9 * boot, (raw, boot)
+    assert 0.9 * boot <= c.corrected_se <= 1.6 * boot, (c.corrected_se, boot)
+    assert c.design_effect > 1.5
+
+
+def test_kappa_flagged_when_a_rater_is_constant():
+    from analysis.audit import audit_table
+
+    df = clustered_audit_table()
+    always = df.assign(judge="always-yes", verdict=True)
+    res = audit_table(pd.concat([df, always]), seed=0)
+    (agree,) = res.agreements
+    assert "one verdict throughout" in agree.flag
+    assert any("one verdict throughout" in w for w in res.warnings)
+
+
+def test_statsmodels_cross_check():
+    from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
+    from statsmodels.stats.inter_rater import cohens_kappa as sm_kappa
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.proportion import proportion_confint
+
+    from analysis.stats import Z95, cohen_kappa, holm, mcnemar, wilson
+
+    for k, n in ((0, 10), (3, 10), (8, 10), (17, 40), (40, 40), (1, 250)):
+        lo, hi = wilson(k, n, z=Z95)
+        s_lo, s_hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+        assert lo == pytest.approx(s_lo, abs=1e-9) and hi == pytest.approx(s_hi, abs=1e-9)
+    for b, c in ((0, 0), (3, 9), (10, 2), (25, 25), (0, 7)):
+        expected = sm_mcnemar([[5, b], [c, 5]], exact=True).pvalue
+        assert mcnemar(b, c) == pytest.approx(expected, abs=1e-12)
+    for table in ([[20, 5], [10, 15]], [[40, 1], [3, 2]], [[7, 7], [7, 7]]):
+        assert cohen_kappa(table) == pytest.approx(sm_kappa(np.array(table)).kappa, abs=1e-12)
+    p = np.array([0.01, 0.04, 0.03, 0.2, 0.005, 0.5])
+    assert holm(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-12)
