@@ -19,6 +19,8 @@ from rich.panel import Panel
 from rich.table import Table
 
 from analysis.audit import AuditResult, Rate, audit_table
+from analysis.labelling import PLAN_FILE, LabelPlan, find_plans, write_plan
+from analysis.labelling import plan_labels as plan_labels_fn
 from analysis.retention import Estimand, RatioEstimate, RetentionResult, retention_from_table
 from analysis.selection import Replayer, SelectionResult, load_replayer, select_tasks, write_task_list
 from analysis.stats import format_interval
@@ -232,20 +234,84 @@ def audit_command(
     *,
     sampled_by_verdict: bool = False,
     seed: int = 0,
+    plan_labels: int | None = None,
+    plan_out: Path | None = None,
+    judge: str | None = None,
     as_json: bool = False,
     console: Console | None = None,
-) -> AuditResult:
+) -> AuditResult | LabelPlan:
+    """The judge audit; with ``plan_labels`` the labelling plan instead (which episodes to label)."""
     table, stores = split_inputs(inputs)
+    notes: list[str] = []
     if stores:
         with StoreSet(stores) as ss:
             table = audit_table_from_stores(ss)
+        plans = find_plans(stores)
+        if plans and plan_labels is None and not sampled_by_verdict:
+            sampled_by_verdict = True
+            notes.append(
+                f"labels drawn by judge verdict ({', '.join(str(p) for p in plans)}): double sampling "
+                "over every judged episode"
+            )
     assert table is not None
+    out = console or Console()
+    if plan_labels is not None:
+        plan = plan_labels_fn(
+            table, plan_labels, judge=judge, seed=seed, stores={str(i): str(p) for i, p in enumerate(stores)}
+        )
+        first_store = next((e.store for e in plan.episodes if e.store), None)
+        path = plan_out or (Path(first_store) / PLAN_FILE if first_store else Path(PLAN_FILE))
+        write_plan(plan, path)
+        if as_json:
+            _emit_json(_clean({**plan.to_dict(), "out": str(path)}))
+        else:
+            render_plan(plan, path, out)
+        return plan
     result = audit_table(table, sampled_by_verdict=sampled_by_verdict, seed=seed)
+    result.notes.extend(notes)
     if as_json:
         _emit_json(_clean(result.to_dict()))
     else:
-        render_audit(result, console or Console())
+        render_audit(result, out)
     return result
+
+
+def render_plan(plan: LabelPlan, path: Path, console: Console) -> None:
+    t = Table(title=f"labelling plan for judge {plan.judge}: {len(plan.episodes)} episodes (double sampling)")
+    for col in (
+        "stratum",
+        "side",
+        "judge verdict",
+        "judged",
+        "labelled",
+        "unlabelled",
+        "P(truth) guess",
+        "from",
+        "label",
+        "± 95% (P)",
+    ):
+        t.add_column(col)
+    for s in plan.strata:
+        t.add_row(
+            s.id,
+            s.side,
+            "success" if s.judge_verdict else "failure",
+            str(s.judged),
+            str(s.labelled),
+            str(s.unlabelled),
+            f"{s.prior_p:.2f}",
+            s.prior_source,
+            str(s.allocated),
+            "—" if s.expected_half_width is None else f"±{100 * s.expected_half_width:.1f} pts",
+        )
+    console.print(t)
+    for side, hw in plan.expected_half_width.items():
+        console.print(
+            f"expected 95% half-width of the corrected success rate on {side}: ±{100 * hw:.1f} points"
+        )
+    for note in plan.notes:
+        console.print(f"note: {note}")
+    console.print(f"plan written to {path} (the labelling queue serves it first, in order)")
 
 
 def _rate_cell(r: Rate, pct: bool = True) -> str:

@@ -455,13 +455,34 @@ def audit_cmd(
         bool, typer.Option("--sampled-by-verdict", help="Validation drawn by judge verdict: double sampling")
     ] = False,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    plan_labels: Annotated[
+        int | None,
+        typer.Option("--plan-labels", min=1, help="Plan which N unlabelled episodes people should label"),
+    ] = None,
+    plan_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan-out", help="Where to write the plan (default: label-plan.json in the first store)"
+        ),
+    ] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Judge the labelling plan is for")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections."""
+    """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections.
+    With --plan-labels N: which N episodes to label (double sampling by judge verdict and side)."""
     from analysis.commands import audit_command
 
     inputs = [table] if table is not None else list(runs or [])
-    audit_command(inputs, sampled_by_verdict=sampled_by_verdict, seed=seed, as_json=as_json, console=console)
+    audit_command(
+        inputs,
+        sampled_by_verdict=sampled_by_verdict,
+        seed=seed,
+        plan_labels=plan_labels,
+        plan_out=plan_out,
+        judge=judge,
+        as_json=as_json,
+        console=console,
+    )
 
 
 @app.command("retention")

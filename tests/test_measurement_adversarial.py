@@ -291,3 +291,41 @@ def test_statsmodels_cross_check():
         assert cohen_kappa(table) == pytest.approx(sm_kappa(np.array(table)).kappa, abs=1e-12)
     p = np.array([0.01, 0.04, 0.03, 0.2, 0.005, 0.5])
     assert holm(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-12)
+
+
+# ---------------------------------------------------------------- labelling plan
+
+
+def test_label_plan_then_double_sampling(tmp_path: Path):
+    from realbench.store import RunStore
+    from tests.analysis_fixtures import write_store
+
+    clone = write_store(tmp_path / "clone", env="clone", n_tasks=10, repeats=3, seed=1)
+    real = write_store(tmp_path / "real", env="real", n_tasks=10, repeats=3, seed=2)  # no labels
+    plan, text = run_cli(["audit", "--plan-labels", "12", str(clone), str(real)])
+    path = real / "label-plan.json"
+    assert path.exists() and json.loads(path.read_text())["kind"] == "realbench-label-plan"
+    assert plan["n_planned"] == 12 and "expected 95% half-width" in text
+    strata = {s["id"]: s for s in plan["strata"]}
+    assert {s["side"] for s in strata.values()} == {"real"}  # the clone has its verifier already
+    assert all(s["allocated"] >= 2 for s in strata.values())
+    assert sum(s["allocated"] for s in strata.values()) == 12
+    assert all(s["prior_source"].startswith("the clone verifier") for s in strata.values())
+    episodes = plan["episodes"]
+    assert len({e["episode"] for e in episodes}) == 12 and all(e["store"] == str(real) for e in episodes)
+    assert [e["order"] for e in episodes] == list(range(1, 13))
+    # The plan never puts a judge verdict next to an episode (blind queue).
+    assert all("verdict" not in json.dumps(e) for e in episodes)
+    # People label the planned episodes (here: the opposite of the judge on every third one).
+    store = RunStore(real, create=False)
+    judged = {}
+    for e in episodes:
+        v = [x for x in store.verdicts(e["episode"]) if x.source.value == "judge"][-1]
+        judged[e["episode"]] = v.success
+    for i, (eid, verdict) in enumerate(sorted(judged.items())):
+        store.add_label(eid, "annotator", verdict if i % 3 else not verdict)
+    store.close()
+    audit, _ = run_cli(["audit", str(clone), str(real)])
+    assert any("double sampling" in n for n in audit["notes"])
+    real_rates = [c for c in audit["judges"]["vlm-judge"]["corrected"] if c["side"] == "real"]
+    assert real_rates and all(c["method"] == "double-sampling" for c in real_rates)
