@@ -329,3 +329,61 @@ def test_label_plan_then_double_sampling(tmp_path: Path):
     assert any("double sampling" in n for n in audit["notes"])
     real_rates = [c for c in audit["judges"]["vlm-judge"]["corrected"] if c["side"] == "real"]
     assert real_rates and all(c["method"] == "double-sampling" for c in real_rates)
+
+
+# ---------------------------------------------------------------- report
+
+
+def test_report_names_estimands_warns_and_compares_like_with_like(tmp_path: Path):
+    import re
+
+    from tests.analysis_fixtures import write_store
+
+    clone = write_store(tmp_path / "clone", env="clone", n_tasks=6, repeats=2, seed=3)
+    real = write_store(tmp_path / "real", env="real", n_tasks=3, repeats=2, seed=4, label=True)
+    listing = {
+        "kind": "realbench-signal-tasks",
+        "version": 1,
+        "population": {"gain": 4, "mixed": 2},
+        "power": {"tasks_needed_m_runs": 10},
+        "tasks": [
+            {"task": "task0", "stratum": "gain"},
+            {"task": "task1", "stratum": "gain"},
+            {"task": "task2", "stratum": "mixed"},
+        ],
+    }
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps(listing))
+    out = tmp_path / "r.html"
+    result = runner.invoke(
+        app,
+        [
+            "report",
+            str(clone),
+            str(real),
+            "--out",
+            str(out),
+            "--base",
+            BASE,
+            "--trained",
+            TRAINED,
+            "--tasks",
+            str(tasks),
+            "--resamples",
+            "300",
+        ],
+    )
+    assert result.exit_code == 0, (result.output, result.exception)
+    page = out.read_text(encoding="utf-8")
+    for name in ("R_signal", "R_sample", "R_pop"):
+        assert name in page
+    assert "(headline)" in page
+    assert 'id="retention-warnings"' in page and "power analysis" in page
+    # Clone bars over the same tasks as the device; clone-only tasks said once, as expected.
+    assert "(every clone task)" in page and page.count("ran on the clone only") == 2
+    assert "dropping" not in page
+    # FPR, FNR, PPV, NPV each with an interval in the audit table.
+    audit = page.split('id="audit"')[1].split("</section>")[0]
+    for metric in ("FPR", "FNR", "PPV", "NPV"):
+        assert f"<th>{metric}</th>" in audit
+    assert len(re.findall(r"bootstrap [\[(]", audit)) >= 4
