@@ -98,6 +98,24 @@ def split_inputs(paths: Sequence[Path]) -> tuple[pd.DataFrame | None, list[Path]
     return None, list(paths)
 
 
+def parse_spreads(text: str | None) -> dict[str, float] | None:
+    """'gain=0.3,both-fail=0.1' → {'gain': 0.3, 'both-fail': 0.1}."""
+    if not text:
+        return None
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"bad --prior-sz entry {part!r}", hint="use stratum=spread pairs, e.g. gain=0.3,both-fail=0.1"
+            ) from None
+    return out
+
+
 def parse_population(text: str | None) -> dict[str, int] | None:
     """'gain=20,loss=5' → {'gain': 20, 'loss': 5}."""
     if not text:
@@ -137,10 +155,18 @@ def select_command(
     controls: int = 0,
     seed: int = 0,
     out: Path | None = None,
+    pilot: Sequence[Path] = (),
+    prior_sz: str | None = None,
     as_json: bool = False,
     console: Console | None = None,
 ) -> SelectionResult:
     table, stores = split_inputs(clone)
+    pilot_table = None
+    if pilot:
+        pilot_table, pilot_stores = split_inputs(pilot)
+        if pilot_stores:
+            with StoreSet(pilot_stores) as ps:
+                pilot_table = retention_table_from_stores(ps)
     traces = None
     rep = load_replayer(replayer) if isinstance(replayer, str) else replayer
     if stores:
@@ -165,6 +191,8 @@ def select_command(
         replay_k=replay_k,
         min_controls=controls,
         seed=seed,
+        pilot=pilot_table,
+        prior_sz=parse_spreads(prior_sz),
     )
     if out is not None:
         write_task_list(result, out)
@@ -208,6 +236,7 @@ def render_selection(r: SelectionResult, console: Console, out: Path | None) -> 
             console.print(f"[yellow]{r.screen.note}[/]")
     console.print(
         f"allocation: {r.method}; {len(r.selected)} tasks, {r.planned_hours:.2f} of {r.budget_hours:g} device-hours"
+        + (f"; spread of z = g_d − R·g_s from {r.spread_source}" if r.method == "neyman" else "")
     )
     if r.controls_false_accept_bound is not None:
         console.print(

@@ -413,6 +413,13 @@ def select_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the signal-task list (.json or .yaml)")
     ] = None,
+    pilot: Annotated[
+        list[Path] | None,
+        typer.Option("--pilot", help="A first phone batch (run stores or a retention table): Neyman's spread of z"),
+    ] = None,
+    prior_sz: Annotated[
+        str | None, typer.Option("--prior-sz", help="Your guess of the spread of z per stratum: gain=0.3,...")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Stratify tasks by clone outcomes, screen reproducibility, allocate the device budget."""
@@ -440,6 +447,8 @@ def select_cmd(
             controls=controls,
             seed=seed,
             out=out,
+            pilot=pilot or [],
+            prior_sz=prior_sz,
             as_json=as_json,
             console=console,
         )

@@ -226,7 +226,10 @@ def test_selection_fits_budget_and_writes_task_list(tmp_path: Path):
     df = selection_frame()
     res = select_tasks(df, base=BASE, trained=TRAINED, budget_hours=3.0, runs_per_model=3, min_controls=8)
     assert res.planned_hours <= 3.0
-    alloc = res.neyman.as_dict()
+    # No pilot and no prior: Neyman cannot know the spread of z, so the allocation is proportional.
+    assert res.method == "proportional" and res.neyman is None
+    assert any("allocation is proportional" in n for n in res.notes)
+    alloc = res.allocation.as_dict()
     assert all(n >= 2 for n in alloc.values())
     assert alloc["both-fail"] >= 8 and res.controls_false_accept_bound == pytest.approx(
         3 / alloc["both-fail"]

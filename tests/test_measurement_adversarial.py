@@ -387,3 +387,69 @@ def test_report_names_estimands_warns_and_compares_like_with_like(tmp_path: Path
     for metric in ("FPR", "FNR", "PPV", "NPV"):
         assert f"<th>{metric}</th>" in audit
     assert len(re.findall(r"bootstrap [\[(]", audit)) >= 4
+
+
+# ---------------------------------------------------------------- selection
+
+
+def test_neyman_uses_the_spread_of_z_from_a_pilot_or_prior(tmp_path: Path):
+    from analysis.selection import select_tasks
+    from tests.adversarial_tables import table_from_counts
+    from tests.analysis_fixtures import selection_frame
+
+    df = selection_frame()
+    # A first phone batch: both-fail and both-pass tasks move on the device (drift, judge), the
+    # gain tasks keep their gain: z = g_d − R·g_s spreads most where the clone showed no gain.
+    pilot = table_from_counts(
+        {
+            "t00": (0, 4, 0, 4),
+            "t01": (0, 4, 0, 3),
+            "t02": (1, 4, 0, 4),
+            "t26": (0, 0, 0, 4),
+            "t27": (0, 0, 3, 0),
+            "t28": (0, 0, 0, 0),
+            "t29": (0, 0, 4, 1),
+            "t16": (4, 4, 0, 4),
+            "t17": (4, 4, 4, 0),
+            "t18": (4, 4, 4, 4),
+            "t12": (4, 0, 4, 1),
+            "t13": (4, 0, 3, 0),
+            "t41": (2, 3, 1, 3),
+            "t42": (2, 2, 3, 1),
+        },
+        runs=4,
+    )
+    res = select_tasks(df, base=BASE, trained=TRAINED, budget_hours=3.0, runs_per_model=3, pilot=pilot)
+    assert res.method == "neyman" and res.spread_source.startswith("pilot of 14 tasks")
+    alloc = res.allocation.as_dict()
+    # Proportional to N_h·S_z,h: the both-fail stratum (15 tasks, the widest z) gets more than the floor.
+    assert alloc["both-fail"] > 2 and alloc["both-fail"] >= alloc["gain"]
+    assert res.spread_z["both-fail"] > res.spread_z["gain"]
+    prior = select_tasks(
+        df,
+        base=BASE,
+        trained=TRAINED,
+        budget_hours=3.0,
+        prior_sz={"gain": 0.1, "loss": 0.1, "both-pass": 0.3, "both-fail": 0.3, "mixed": 0.2},
+    )
+    assert prior.method == "neyman" and prior.spread_source == "prior given by the user"
+    out, text = run_cli(
+        [
+            "select",
+            "--clone",
+            str(_csv(tmp_path, df)),
+            "--base",
+            BASE,
+            "--trained",
+            TRAINED,
+            "--budget-hours",
+            "3",
+        ]
+    )
+    assert out["allocation"]["method"] == "proportional" and "allocation is proportional" in text
+
+
+def _csv(tmp_path: Path, df: pd.DataFrame) -> Path:
+    path = tmp_path / "clone.csv"
+    df.to_csv(path, index=False)
+    return path
