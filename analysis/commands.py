@@ -581,11 +581,19 @@ def render_retention(r: RetentionResult, console: Console) -> None:
             t.add_row(name, est.reason or "not computed", "", "", "", "", str(est.n_tasks))
             continue
         t.add_row(name, *_ratio_cells(est.ratio), str(est.n_tasks))
-    for extra in (r.retention_jj, r.slope):
+    jc = r.judge_correction
+    extras = [r.retention_jj, r.slope] + ([jc.judged, jc.corrected] if jc is not None else [])
+    for extra in extras:
         if extra is not None:
             t.add_row(extra.label, *_ratio_cells(extra), str(extra.n_tasks))
     console.print(gt)
     console.print(t)
+    if jc is not None:
+        console.print(
+            f"judge on the device side ({jc.estimand} tasks): device gain judged {_fmt(jc.gain_real_judged.mean, True)}, "
+            f"corrected {_fmt(jc.gain_real_corrected.mean, True)}; the judge's bias in the gain "
+            f"{100 * jc.bias_in_gain:+.1f} points (§3 formula {100 * jc.bias_formula:+.1f}); Se/Sp from {jc.source}. {jc.note}."
+        )
     if Estimand.POPULATION not in r.estimands:
         console.print("population estimand not computed: pass --population or --tasks with the stratum sizes")
     for est in r.estimands.values():

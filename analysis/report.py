@@ -267,6 +267,7 @@ def retention_section(
             "env": decided["env"].astype(str),
             "success": decided["success"].astype(bool),
             "judged": decided["judged"],
+            "success_source": decided.get("success_source", "truth"),
         }
     )
     if "app" in decided:
@@ -335,9 +336,17 @@ def retention_section(
         else:
             row.update(_ratio_cells(e.ratio))
         est_rows.append(row)
-    for x in (res.retention_jj, res.slope):
+    jc = res.judge_correction
+    for x in (res.retention_jj, res.slope, *((jc.judged, jc.corrected) if jc is not None else ())):
         if x is not None:
             est_rows.append({"estimand": x.label, "tasks": x.n_tasks, **_ratio_cells(x)})
+    if jc is not None:
+        s.notes.append(
+            f"Judge-corrected retention ({jc.estimand} tasks): device gain as judged {_pct(jc.gain_real_judged.mean)}, "
+            f"Rogan–Gladen corrected {_pct(jc.gain_real_corrected.mean)}; the judge's bias in the gain "
+            f"{100 * jc.bias_in_gain:+.1f} points (§3 formula: {100 * jc.bias_formula:+.1f}). Se/Sp from {jc.source}. "
+            f"{jc.note}."
+        )
     s.tables.append(_table(pd.DataFrame(est_rows)))
     if res.subgroup_tests:
         s.tables.append(

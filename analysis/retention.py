@@ -43,6 +43,7 @@ from analysis.stats import (
     fieller_g,
     fieller_set,
     format_set,
+    gain_bias,
     holm,
     mcnemar,
     sign_flip_test,
@@ -154,6 +155,11 @@ class RatioEstimate:
     @property
     def fieller_set_text(self) -> str:
         return format_set(self.fieller_set)
+
+    def weights_mean(self, values: np.ndarray, strata: np.ndarray) -> float:
+        """Σ_h W_h·mean_h(values) with this estimate's stratum weights."""
+        w = np.array([self.weights[str(h)] / self.stratum_sizes[str(h)] for h in strata])
+        return float(w @ values)
 
     def to_dict(self) -> dict[str, Any]:
         out = _as_result_dict(self)
@@ -467,6 +473,7 @@ class RetentionResult:
     per_task: pd.DataFrame = field(repr=False)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    judge_correction: JudgeCorrection | None = None
 
     @property
     def dropped_tasks(self) -> list[str]:
@@ -549,6 +556,7 @@ class RetentionResult:
             "retention_jj_detail": None if self.retention_jj is None else self.retention_jj.to_dict(),
             "slope": self.slope.to_dict(),
             "subgroup_tests": [t.to_dict() for t in self.subgroup_tests],
+            "judge_correction": None if self.judge_correction is None else self.judge_correction.to_dict(),
             "success_rates": self.success_rates,
             "dropped_tasks": self.dropped_tasks,
             "dropped": [d.to_dict() for d in self.dropped],
@@ -556,6 +564,35 @@ class RetentionResult:
             "warnings": self.warnings,
             "notes": self.notes,
         }
+
+
+@dataclass(frozen=True)
+class JudgeCorrection:
+    """R with the device side scored by the judge, and with its rates Rogan–Gladen corrected (§3).
+
+    Se/Sp are per model, from episodes that have both ground truth and the judge's verdict (the
+    device side where it has both outcomes, else the clone side, whose verifier is ground truth).
+    The corrected interval treats Se/Sp as known: it is narrower than the whole uncertainty.
+    """
+
+    estimand: str
+    se: dict[str, float]
+    sp: dict[str, float]
+    source: str
+    judged: RatioEstimate
+    corrected: RatioEstimate
+    gain_real_judged: MeanWithCI
+    gain_real_corrected: MeanWithCI
+    bias_in_gain: float  # judged − corrected device gain, as measured
+    bias_formula: float  # METHODS §3: Σ arms FPR_M(1 − p_M) − FNR_M·p_M at the corrected rates
+    n_tasks: int
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = _as_result_dict(self)
+        out["judged"] = self.judged.to_dict()
+        out["corrected"] = self.corrected.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -874,7 +911,26 @@ def retention_from_table(
             + ", ".join(d.task for d in rates.dropped[:10])
             + (" …" if len(rates.dropped) > 10 else "")
         )
+    correction = None
+    if "judged" in df.columns:
+        try:
+            correction = _judge_correction(
+                df,
+                per_task,
+                estimands[headline],
+                base,
+                trained,
+                clone_env,
+                real_env,
+                population,
+                q,
+                n_resamples,
+                rng,
+            )
+        except AnalysisError as exc:
+            notes.append(f"judge-corrected retention not computed: {exc.message}")
     return RetentionResult(
+        judge_correction=correction,
         base=base,
         trained=trained,
         clone_env=clone_env,
@@ -927,6 +983,117 @@ def _retention_jj(
         q=q,
         n_resamples=n_resamples,
         rng=rng,
+    )
+
+
+def _se_sp(rows: pd.DataFrame) -> tuple[float, float] | None:
+    truth = rows["truth"].astype(bool).to_numpy()
+    judged = rows["judged"].astype(bool).to_numpy()
+    if truth.all() or not truth.any():
+        return None
+    return float(judged[truth].mean()), float((~judged[~truth]).mean())
+
+
+def _judge_correction(
+    df: pd.DataFrame,
+    per_task: pd.DataFrame,
+    headline: EstimandResult,
+    base: str,
+    trained: str,
+    clone_env: str,
+    real_env: str,
+    population: dict[str, int] | None,
+    q: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> JudgeCorrection | None:
+    rows = df[df["model"].isin([base, trained])].copy()
+    rows["judged"] = parse_bool_column(rows["judged"])
+    rows["truth"] = parse_bool_column(rows["success"])
+    if "success_source" in rows.columns:
+        # A success that is itself the judge's verdict is no ground truth for the judge.
+        rows.loc[rows["success_source"].astype(str) == "judge", "truth"] = None
+    real = rows[(rows["env"] == real_env) & rows["judged"].notna()]
+    if real.empty:
+        return None
+    validation = rows.dropna(subset=["truth", "judged"])
+    se: dict[str, float] = {}
+    sp: dict[str, float] = {}
+    sources = []
+    for model in (base, trained):
+        here = validation[validation["model"] == model]
+        got = _se_sp(here[here["env"] == real_env])
+        where = real_env
+        if got is None:
+            got, where = _se_sp(here[here["env"] == clone_env]), f"{clone_env} (verifier)"
+        if got is None:
+            raise AnalysisError(
+                f"no episodes of {model} with both outcomes and the judge's verdict to estimate Se/Sp"
+            )
+        se[model], sp[model] = got
+        if got[0] + got[1] <= 1:
+            raise AnalysisError(f"the judge is no better than chance for {model} (Se + Sp ≤ 1)")
+        sources.append(f"{model}: {where}")
+    q_rates = (
+        real.assign(judged=real["judged"].astype(float))
+        .groupby(["task", "model"])["judged"]
+        .mean()
+        .unstack("model")
+    )
+    tasks = [t for t in per_task.index if t in q_rates.index and q_rates.loc[t].notna().all()]
+    if headline.estimand is Estimand.SIGNAL:
+        tasks = [t for t in tasks if per_task.loc[t, "stratum"] == SIGNAL_STRATUM]
+    if len(tasks) < 2:
+        return None
+    pt = per_task.loc[tasks]
+    qb = q_rates.loc[tasks, base].to_numpy(float)
+    qr = q_rates.loc[tasks, trained].to_numpy(float)
+
+    def corrected(qv: np.ndarray, model: str) -> np.ndarray:
+        # Per task and unclipped: the mean of the corrected rates is the corrected mean (linear).
+        return (qv + sp[model] - 1) / (se[model] + sp[model] - 1)
+
+    g_judged = qr - qb
+    g_corr = corrected(qr, trained) - corrected(qb, base)
+    strata = pt["stratum"].astype(str).to_numpy()
+    pop = population if headline.estimand is Estimand.POPULATION else None
+    r_j = ratio_of_means(
+        g_judged,
+        pt["g_s"].to_numpy(),
+        strata=strata,
+        population=pop,
+        label="R (device judged)",
+        q=q,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    r_c = ratio_of_means(
+        g_corr,
+        pt["g_s"].to_numpy(),
+        strata=strata,
+        population=pop,
+        label="R (judge-corrected)",
+        q=q,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    p_b = float(np.clip(r_c.weights_mean(corrected(qb, base), strata), 0, 1))
+    p_r = float(np.clip(r_c.weights_mean(corrected(qr, trained), strata), 0, 1))
+    formula = gain_bias(p_b, p_r, (1 - sp[base], 1 - sp[trained]), (1 - se[base], 1 - se[trained]))
+    n = len(tasks)
+    return JudgeCorrection(
+        estimand=headline.estimand.value,
+        se=se,
+        sp=sp,
+        source="; ".join(sources),
+        judged=r_j,
+        corrected=r_c,
+        gain_real_judged=_mean_ci(r_j.numerator, r_j.v_aa, q, n),
+        gain_real_corrected=_mean_ci(r_c.numerator, r_c.v_aa, q, n),
+        bias_in_gain=r_j.numerator - r_c.numerator,
+        bias_formula=formula,
+        n_tasks=n,
+        note="Se/Sp treated as known: the corrected interval leaves out their uncertainty",
     )
 
 
