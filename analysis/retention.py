@@ -194,6 +194,7 @@ def _not_estimable_reason(a: float, b: float, g: float, q: float) -> str | None:
 
 
 def stats_level(q: float) -> str:
+    """The confidence level a two-sided quantile q stands for (95% for 1.96)."""
     return f"{100 * (2 * sps.norm.cdf(q) - 1):.0f}%" if q < 5 else "confidence"
 
 
@@ -786,13 +787,13 @@ def _warnings(
         if r is None:
             continue
         name = e.label
-        if r.denominator < 0 or r.numerator < 0:
-            side = "clone" if r.denominator < 0 else "device"
+        if r.denominator < 0:
             out.append(
-                f"{name}: negative gains (mean {side} gain "
-                f"{r.denominator if side == 'clone' else r.numerator:+.3f}): a ratio of losses is not retention"
-                if r.denominator < 0
-                else f"{name}: negative device gain ({r.numerator:+.3f}): the trained model does worse on the device"
+                f"{name}: negative gains (mean clone gain {r.denominator:+.3f}): a ratio of losses is not retention"
+            )
+        elif r.numerator < 0:
+            out.append(
+                f"{name}: negative device gain ({r.numerator:+.3f}): the trained model does worse on the device"
             )
         if r.degenerate:
             out.append(

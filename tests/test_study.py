@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from analysis.study import Study, StudyConfig
+from analysis.tables import StoreSet, resolve_outcomes
 from realbench.outcome import VerdictSource
 from realbench.store import RunStore
 from realbench.taskpack import load_pack
@@ -91,10 +92,13 @@ def test_same_seed_gives_the_same_study(study, tmp_path_factory):
     )
     again = Study(config).run()
 
-    def outcomes(root: Path) -> dict[tuple[str, str, str], object]:
-        frame = RunStore(root / "real", create=False).episodes_frame()
+    def outcomes(root: Path) -> dict[tuple[str, str, str], tuple[object, ...]]:
+        """Per episode: how it ended, its steps and its resolved success (truth, checks, judge)."""
+        with StoreSet([root / "real"]) as ss:
+            frame = resolve_outcomes(ss.episodes(), ss.verdicts(), "synthetic:judge")
         ids = frame["episode_id"].str.split("/", n=1).str[1]
-        return dict(zip(zip(frame["task"], frame["model"], ids, strict=True), frame["success"], strict=True))
+        values = zip(frame["outcome"], frame["steps"], frame["success"], strict=True)
+        return dict(zip(zip(frame["task"], frame["model"], ids, strict=True), values, strict=True))
 
     assert outcomes(again.out) == outcomes(study.out)
     first = json.loads((study.out / "retention.json").read_text())
