@@ -77,6 +77,7 @@ def test_rerun_resumes_without_new_episodes(study):
     assert after == before
 
 
+@pytest.mark.timeout(1200)  # a second whole study, on a loaded machine
 def test_same_seed_gives_the_same_study(study, tmp_path_factory):
     """Episodes land on different virtual phones when the rig has 2 phones instead of 4; an
     episode's drift follows the episode, so the outcomes and the analysis are the same."""
