@@ -5,8 +5,12 @@ steps`` (+ optional ``app`` and ``episode``). ``truth`` is ground truth (clone v
 label) and may be missing for unlabelled device episodes; those rows still count towards the judged
 success rate q̂ that the correction adjusts. ``verdict`` missing means the judge abstained.
 
-Runs of one task are correlated, so the Wilson intervals use an effective sample size
-n_eff = n/[1 + (m − 1)·ICC] with the ICC of the judge's error indicator across tasks (§3).
+Runs of one task are correlated (§3). Each metric (Se, Sp, FPR, FNR, PPV, NPV, accuracy) gets its
+own design effect — 1 + (m̄ − 1)·ICC of that metric's indicator over the tasks in its denominator —
+and a Wilson interval on n/deff, plus a task-cluster bootstrap percentile interval beside it. The
+Rogan–Gladen standard error uses the same effective sizes. When an indicator has no variance at all
+(e.g. every positive called positive) its ICC cannot be estimated and the design effect is taken as
+m̄, the number of runs per task: the interval is then as wide as the number of tasks allows.
 """
 
 from __future__ import annotations
@@ -43,12 +47,20 @@ AUDIT_COLUMNS = ("task", "model", "judge", "truth", "verdict", "steps")
 
 @dataclass(frozen=True)
 class Rate:
-    """A proportion k/n with a Wilson interval on the effective sample size."""
+    """A proportion k/n with a Wilson interval on the effective sample size n/deff and, where the
+    episodes' tasks are known, a task-cluster bootstrap percentile interval."""
 
     value: float | None
     k: int
     n: int
     ci: tuple[float, float] | None
+    design_effect: float = 1.0
+    n_tasks: int | None = None
+    bootstrap_ci: tuple[float, float] | None = None
+
+    @property
+    def n_eff(self) -> float:
+        return self.n / self.design_effect if self.n else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return as_result_dict(self)
@@ -58,7 +70,57 @@ def _rate(k: int, n: int, deff: float, z: float = 1.96) -> Rate:
     if n == 0:
         return Rate(None, 0, 0, None)
     lo, hi = wilson(k / deff, n / deff, z)
-    return Rate(k / n, int(k), int(n), (float(lo), float(hi)))
+    return Rate(k / n, int(k), int(n), (float(lo), float(hi)), deff)
+
+
+def indicator_design_effect(tasks: np.ndarray, hits: np.ndarray) -> float:
+    """1 + (m̄ − 1)·ICC of a 0/1 indicator over tasks; m̄ when the indicator never varies (its ICC
+    cannot be estimated: assume full clustering rather than none); 1 with one run per task."""
+    if hits.size == 0:
+        return 1.0
+    df = pd.DataFrame({"task": tasks, "e": hits.astype(float)})
+    sizes = df.groupby("task")["e"].size()
+    m_bar = float(sizes.mean())
+    if m_bar <= 1.0:
+        return 1.0
+    if float(df["e"].var(ddof=0)) == 0.0:
+        return m_bar
+    g = df.groupby("task")["e"].agg(["mean", "size"])
+    g = g[g["size"] >= 2]
+    if len(g) < 2:
+        return m_bar
+    res = icc(g["mean"].to_numpy(), g["size"].to_numpy())
+    return max(1.0, 1.0 + (m_bar - 1.0) * res.icc)
+
+
+def clustered_rate(
+    tasks: np.ndarray,
+    hits: np.ndarray,
+    rng: np.random.Generator | None = None,
+    n_resamples: int = 2000,
+    z: float = 1.96,
+) -> Rate:
+    """k/n over episodes grouped in tasks: Wilson on n/deff (this indicator's own design effect)
+    and a task-cluster bootstrap percentile interval (tasks resampled, a task's runs together)."""
+    hits = hits.astype(bool)
+    n = int(hits.size)
+    if n == 0:
+        return Rate(None, 0, 0, None)
+    k = int(hits.sum())
+    deff = indicator_design_effect(tasks, hits)
+    base = _rate(k, n, deff, z)
+    uniq, inv = np.unique(tasks.astype(str), return_inverse=True)
+    boot = None
+    if rng is not None and uniq.size >= 2 and n_resamples > 0:
+        per_task_k = np.bincount(inv, weights=hits.astype(float), minlength=uniq.size)
+        per_task_n = np.bincount(inv, minlength=uniq.size).astype(float)
+        counts = resample_counts(np.zeros(uniq.size, dtype=np.int64), n_resamples, rng)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = (counts @ per_task_k) / (counts @ per_task_n)
+        values = values[np.isfinite(values)]
+        if values.size:
+            boot = (float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975)))
+    return Rate(base.value, k, n, base.ci, deff, int(uniq.size), boot)
 
 
 @dataclass(frozen=True)
@@ -98,9 +160,38 @@ class JudgeMetrics:
         return as_result_dict(self)
 
 
-def judge_metrics(truth: np.ndarray, verdict: np.ndarray, deff: float = 1.0) -> JudgeMetrics:
-    """Se, Sp, FPR, FNR, PPV, NPV and accuracy with Wilson intervals (on n/deff)."""
+def judge_metrics(
+    truth: np.ndarray,
+    verdict: np.ndarray,
+    deff: float = 1.0,
+    *,
+    tasks: np.ndarray | None = None,
+    rng: np.random.Generator | None = None,
+    n_resamples: int = 2000,
+) -> JudgeMetrics:
+    """Se, Sp, FPR, FNR, PPV, NPV and accuracy with Wilson intervals. With ``tasks`` each metric
+    has its own design effect and a task-cluster bootstrap interval; without, Wilson on n/deff."""
     c = _confusion(truth, verdict)
+    if tasks is not None:
+        t = truth.astype(bool)
+        v = verdict.astype(bool)
+
+        def cr(mask: np.ndarray, hit: np.ndarray) -> Rate:
+            return clustered_rate(tasks[mask], hit[mask], rng, n_resamples)
+
+        f1c = 2 * c.tp / (2 * c.tp + c.fp + c.fn) if (2 * c.tp + c.fp + c.fn) else None
+        every = np.ones(t.size, dtype=bool)
+        return JudgeMetrics(
+            confusion=c,
+            se=cr(t, v),
+            sp=cr(~t, ~v),
+            fpr=cr(~t, v),
+            fnr=cr(t, ~v),
+            ppv=cr(v, t),
+            npv=cr(~v, ~t),
+            accuracy=cr(every, t == v),
+            f1=f1c,
+        )
     f1 = 2 * c.tp / (2 * c.tp + c.fp + c.fn) if (2 * c.tp + c.fp + c.fn) else None
     return JudgeMetrics(
         confusion=c,
@@ -131,10 +222,12 @@ class GroupError:
 
 @dataclass(frozen=True)
 class CorrectedRate:
-    """A judged success rate q̂ and its correction (Rogan–Gladen, or double sampling)."""
+    """A judged success rate q̂ on one side for one model, and its correction (Rogan–Gladen, or
+    double sampling when the labels were drawn by judge verdict)."""
 
     judge: str
     model: str
+    side: str
     n_judged: int
     judged_rate: float
     corrected_rate: float | None
@@ -143,6 +236,8 @@ class CorrectedRate:
     se_used: float | None
     sp_used: float | None
     true_rate_labelled: float | None
+    n_tasks: int = 0
+    design_effect: float = 1.0
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,6 +254,7 @@ class JudgeAudit:
     by_model: dict[str, JudgeMetrics]
     errors: list[GroupError]
     corrected: list[CorrectedRate]
+    sampled_by_verdict: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return as_result_dict(self)
@@ -174,6 +270,7 @@ class Agreement:
     kappa_ci: tuple[float, float] | None
     raw_agreement: float
     pabak: float
+    flag: str = ""  # e.g. a constant rater: κ is undefined or says nothing
 
     def to_dict(self) -> dict[str, Any]:
         return as_result_dict(self)
@@ -185,12 +282,14 @@ class AuditResult:
     agreements: list[Agreement]
     length_terciles: list[float]
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "judges": {j.judge: j.to_dict() for j in self.judges},
             "agreements": [a.to_dict() for a in self.agreements],
             "length_terciles": self.length_terciles,
+            "warnings": self.warnings,
             "notes": self.notes,
         }
 
@@ -222,65 +321,97 @@ def _design_effect(tasks: np.ndarray, errors: np.ndarray) -> float:
     return max(1.0, 1.0 + (m_bar - 1.0) * res.icc)
 
 
-def _group_errors(lab: pd.DataFrame, by: str, deff: float) -> list[GroupError]:
+def _group_errors(lab: pd.DataFrame, by: str, rng: np.random.Generator) -> list[GroupError]:
     out = []
     for key, g in lab.groupby(by, sort=True, observed=True):
         t = g["truth"].to_numpy(bool)
         v = g["verdict"].to_numpy(bool)
-        wrong = int(np.sum(t != v))
-        c = _confusion(t, v)
+        tasks = g["task"].to_numpy()
         out.append(
             GroupError(
                 by,
                 str(key),
-                _rate(wrong, len(g), deff),
-                _rate(c.fp, c.fp + c.tn, deff),
-                _rate(c.fn, c.fn + c.tp, deff),
+                clustered_rate(tasks, t != v, rng),
+                clustered_rate(tasks[~t], v[~t], rng),
+                clustered_rate(tasks[t], ~v[t], rng),
             )
         )
     return out
+
+
+def _validation_for(
+    lab: pd.DataFrame, model: str, side: str, pooled: JudgeMetrics
+) -> tuple[JudgeMetrics, str]:
+    """Se/Sp (or PPV/NPV) for one model on one side: from that model's labelled episodes on that
+    side when they have positives and negatives, else that model's on every side, else pooled."""
+    for subset, note in (
+        (lab[(lab["model"] == model) & (lab["side"] == side)], ""),
+        (
+            lab[lab["model"] == model],
+            f"no labelled positives and negatives of this model on {side}: its labels on every side used",
+        ),
+    ):
+        if len(subset) and subset["truth"].any() and (~subset["truth"].astype(bool)).any():
+            m = judge_metrics(
+                subset["truth"].to_numpy(bool),
+                subset["verdict"].to_numpy(bool),
+                tasks=subset["task"].to_numpy(),
+            )
+            return m, note
+    return pooled, "no validation positives/negatives for this model: pooled Se/Sp used"
 
 
 def _corrected_rates(
     judged: pd.DataFrame, lab: pd.DataFrame, judge: str, pooled: JudgeMetrics, sampled_by_verdict: bool
 ) -> list[CorrectedRate]:
     out = []
-    for model, g in judged.groupby("model", sort=True, observed=True):
+    for (model, side), g in judged.groupby(["model", "side"], sort=True, observed=True):
         v = g["verdict"].to_numpy(bool)
         n = v.size
         q = float(v.mean())
-        lm = lab[lab["model"] == model]
+        deff_q = indicator_design_effect(g["task"].to_numpy(), v)
+        n_tasks = int(g["task"].nunique())
+        lm = lab[(lab["model"] == model) & (lab["side"] == side)]
         true_rate = float(lm["truth"].astype(bool).mean()) if len(lm) else None
-        m = judge_metrics(lm["truth"].to_numpy(bool), lm["verdict"].to_numpy(bool)) if len(lm) else None
-        note = ""
-        if m is None or m.se.value is None or m.sp.value is None:
-            m = pooled
-            note = "no validation positives/negatives for this model: pooled Se/Sp used"
+        m, note = _validation_for(lab, str(model), str(side), pooled)
         try:
             if sampled_by_verdict:
                 if m.ppv.value is None or m.npv.value is None:
                     raise AnalysisError("PPV or NPV undefined: no audited judge-positives or judge-negatives")
                 p = double_sampling(q, m.ppv.value, m.npv.value)
-                var = double_sampling_variance(q, m.ppv.value, m.npv.value, n, m.ppv.n, m.npv.n)
+                var = double_sampling_variance(
+                    q, m.ppv.value, m.npv.value, n / deff_q, max(m.ppv.n_eff, 1.0), max(m.npv.n_eff, 1.0)
+                )
                 method = "double-sampling"
+                # Se/Sp implied by PPV, NPV and q (the labelled set alone is biased when drawn by verdict).
+                se_used = m.ppv.value * q / p if p > 0 else None
+                sp_used = m.npv.value * (1 - q) / (1 - p) if p < 1 else None
             else:
                 if m.se.value is None or m.sp.value is None:
                     raise AnalysisError("Se or Sp undefined: the validation set lacks positives or negatives")
                 p = rogan_gladen(q, m.se.value, m.sp.value)
-                var = rogan_gladen_variance(q, m.se.value, m.sp.value, n, max(m.se.n, 1), max(m.sp.n, 1))
+                # Effective sizes throughout: the judged verdicts and the validation labels are
+                # clustered in tasks just as the Wilson intervals beside them assume.
+                var = rogan_gladen_variance(
+                    q, m.se.value, m.sp.value, n / deff_q, max(m.se.n_eff, 1.0), max(m.sp.n_eff, 1.0)
+                )
                 method = "rogan-gladen"
+                se_used, sp_used = m.se.value, m.sp.value
             out.append(
                 CorrectedRate(
                     judge,
                     str(model),
+                    str(side),
                     n,
                     q,
                     float(p),
                     math.sqrt(var),
                     method,
-                    m.se.value,
-                    m.sp.value,
+                    se_used,
+                    sp_used,
                     true_rate,
+                    n_tasks,
+                    deff_q,
                     note,
                 )
             )
@@ -289,6 +420,7 @@ def _corrected_rates(
                 CorrectedRate(
                     judge,
                     str(model),
+                    str(side),
                     n,
                     q,
                     None,
@@ -297,6 +429,8 @@ def _corrected_rates(
                     m.se.value,
                     m.sp.value,
                     true_rate,
+                    n_tasks,
+                    deff_q,
                     exc.message,
                 )
             )
@@ -344,6 +478,14 @@ def _agreements(df: pd.DataFrame, rng: np.random.Generator, n_resamples: int) ->
         ]
         kappa = cohen_kappa(table)
         ci = _kappa_bootstrap(a.loc[both, "task"].astype(str).to_numpy(), va, vb, rng, n_resamples)
+        constant = [name for name, x in ((ja, va), (jb, vb)) if x.all() or not x.any()]
+        flag = (
+            f"rater {' and '.join(constant)} gave one verdict throughout: κ is "
+            + ("undefined" if math.isnan(kappa) else "0 by construction and says nothing about agreement")
+            + "; read raw agreement and PABAK"
+            if constant
+            else ""
+        )
         out.append(
             Agreement(
                 ja,
@@ -354,6 +496,7 @@ def _agreements(df: pd.DataFrame, rng: np.random.Generator, n_resamples: int) ->
                 ci,
                 raw_agreement(table),
                 pabak(table),
+                flag,
             )
         )
     return out
@@ -380,20 +523,27 @@ def prepare_audit_table(df: pd.DataFrame) -> pd.DataFrame:
         order = out.groupby(["task", "model", "judge"]).cumcount()
         out["episode"] = out["task"] + "|" + out["model"] + "|" + order.astype(str)
     out["episode"] = out["episode"].astype(str)
+    # The side an episode ran on (clone, clone-on-phone, real): corrected rates are per side.
+    out["side"] = out["env"].fillna("unknown").astype(str) if "env" in out.columns else "unknown"
     return out
 
 
 def audit_table(
     df: pd.DataFrame, *, sampled_by_verdict: bool = False, seed: int = 0, n_resamples: int = 2000
 ) -> AuditResult:
-    """The full §3 audit of every judge in the table."""
+    """The full §3 audit of every judge in the table.
+
+    ``sampled_by_verdict``: the human labels were drawn by judge verdict (a labelling plan, double
+    sampling): corrected rates use PPV/NPV on every judged episode, not the labelled subset alone.
+    """
     data = prepare_audit_table(df)
     if data.empty:
         raise AnalysisError("the audit table is empty", hint="judge some episodes that have ground truth")
     rng = np.random.default_rng(seed)
     labelled_all = data.dropna(subset=["truth", "verdict"])
     edges = length_tercile_edges(labelled_all["steps"].dropna().to_numpy(float))
-    notes = []
+    notes: list[str] = []
+    warnings: list[str] = []
     judges = []
     for judge, g in data.groupby("judge", sort=True):
         n_abst = int(g["verdict"].isna().sum())
@@ -402,20 +552,39 @@ def audit_table(
         if lab.empty:
             notes.append(f"judge {judge!r} has no episodes with ground truth: not audited")
             continue
+        lab["truth"] = lab["truth"].astype(bool)
         lab["length"] = length_tercile_labels(lab["steps"].fillna(0).to_numpy(float), edges)
         t = lab["truth"].to_numpy(bool)
         v = lab["verdict"].to_numpy(bool)
-        deff = _design_effect(lab["task"].to_numpy(), t != v)
-        pooled = judge_metrics(t, v, deff)
+        tasks = lab["task"].to_numpy()
+        deff = _design_effect(tasks, t != v)
+        pooled = judge_metrics(t, v, deff, tasks=tasks, rng=rng, n_resamples=n_resamples)
         by_model = {
-            str(mname): judge_metrics(mg["truth"].to_numpy(bool), mg["verdict"].to_numpy(bool), deff)
+            str(mname): judge_metrics(
+                mg["truth"].to_numpy(bool),
+                mg["verdict"].to_numpy(bool),
+                deff,
+                tasks=mg["task"].to_numpy(),
+                rng=rng,
+                n_resamples=n_resamples,
+            )
             for mname, mg in lab.groupby("model", sort=True)
         }
         errors = (
-            _group_errors(lab, "model", deff)
-            + _group_errors(lab, "length", deff)
-            + _group_errors(lab, "app", deff)
+            _group_errors(lab, "model", rng)
+            + _group_errors(lab, "length", rng)
+            + _group_errors(lab, "app", rng)
         )
         corrected = _corrected_rates(judged, lab, str(judge), pooled, sampled_by_verdict)
-        judges.append(JudgeAudit(str(judge), len(lab), n_abst, deff, pooled, by_model, errors, corrected))
-    return AuditResult(judges, _agreements(data, rng, n_resamples), edges, notes)
+        judges.append(
+            JudgeAudit(
+                str(judge), len(lab), n_abst, deff, pooled, by_model, errors, corrected, sampled_by_verdict
+            )
+        )
+        if pooled.se.n_tasks is not None and pooled.se.n_tasks < 10:
+            warnings.append(
+                f"judge {judge}: Se rests on {pooled.se.n_tasks} task(s) with positives — its interval is wide"
+            )
+    agreements = _agreements(data, rng, n_resamples)
+    warnings += [f"{a.judge_a} × {a.judge_b}: {a.flag}" for a in agreements if a.flag]
+    return AuditResult(judges, agreements, edges, notes, warnings)

@@ -77,43 +77,79 @@ def paired_matrix(matrix: pd.DataFrame) -> str:
 
 
 def retention_plot(
-    estimates: Sequence[tuple[str, float, tuple[float, float] | None, tuple[float, float] | None]],
-    references: Sequence[tuple[str, float]],
+    estimates: Sequence[
+        tuple[
+            str,
+            float | None,
+            tuple[float, float] | None,
+            tuple[float, float] | None,
+            Sequence[tuple[float, float]],
+        ]
+    ],
+    references: Sequence[tuple[str, float, str]],
 ) -> str:
-    """Each estimate with its Fieller and BCa intervals; published references drawn as labelled lines."""
-    fig, ax = plt.subplots(figsize=(6.5, 0.7 * (len(estimates) + len(references)) + 1.5))
-    y = 0
+    """Each named estimand with its Fieller and BCa intervals; a not-estimable one shows its exact
+    Fieller set (to the axis edge, arrows where it is unbounded) and no point. A published
+    reference (estimand label, value, text) is drawn only on the row of the estimand it was
+    computed for."""
+    lo_lim, hi_lim = -1.0, 2.5
+    fig, ax = plt.subplots(figsize=(6.8, 0.75 * len(estimates) + 1.6))
     ticks, names = [], []
-    for label, value, fieller_ci, bca_ci in estimates:
+    clipped = False
+    for y, (label, value, fieller_ci, bca_ci, pieces) in enumerate(estimates):
         if fieller_ci is not None:
             ax.plot(
                 fieller_ci,
                 [y + 0.12, y + 0.12],
                 color="#1f77b4",
                 lw=3,
-                label="Fieller 95%" if y == 0 else None,
+                label="Fieller 95%" if "Fieller 95%" not in names else None,
             )
+        elif pieces:
+            for lo, hi in pieces:
+                a, b = max(lo, lo_lim), min(hi, hi_lim)
+                if a < b:
+                    ax.plot([a, b], [y + 0.12, y + 0.12], color="#9ecae1", lw=3, ls=":")
+                if np.isinf(lo):
+                    ax.annotate(
+                        "",
+                        xy=(lo_lim, y + 0.12),
+                        xytext=(lo_lim + 0.25, y + 0.12),
+                        arrowprops={"arrowstyle": "->", "color": "#6baed6"},
+                    )
+                if np.isinf(hi):
+                    ax.annotate(
+                        "",
+                        xy=(hi_lim, y + 0.12),
+                        xytext=(hi_lim - 0.25, y + 0.12),
+                        arrowprops={"arrowstyle": "->", "color": "#6baed6"},
+                    )
         if bca_ci is not None:
-            ax.plot(bca_ci, [y - 0.12, y - 0.12], color="#ff7f0e", lw=3, label="BCa 95%" if y == 0 else None)
-        if np.isfinite(value):
+            ax.plot(bca_ci, [y - 0.12, y - 0.12], color="#ff7f0e", lw=3)
+        if value is not None and np.isfinite(value):
             ax.plot([value], [y], "ko")
+        for ref_label, ref_value, text in references:
+            if ref_label == label:
+                ax.plot([ref_value], [y], marker="D", color="grey", ms=7, ls="none")
+                ax.text(ref_value, y + 0.3, text, fontsize=7, color="grey", ha="center")
+        ends = [v for ci in (fieller_ci, bca_ci) if ci is not None for v in ci]
+        clipped |= any(v < lo_lim or v > hi_lim for v in ends)
         ticks.append(y)
-        names.append(label + ("" if fieller_ci is not None else " (Fieller: not estimable)"))
-        y += 1
-    for label, value in references:
-        ax.axvline(value, color="grey", ls="--", lw=1)
-        ax.text(value, y - 0.4, label, rotation=90, va="top", ha="right", fontsize=7, color="grey")
+        names.append(label + ("" if fieller_ci is not None else " (not estimable: exact Fieller set)"))
     ax.axvline(1.0, color="black", lw=0.5)
-    # Small samples give very wide intervals; keep the readable range and say what was cut.
-    lo_lim, hi_lim = -1.0, 2.5
-    ends = [v for _, _, f, b in estimates for ci in (f, b) if ci is not None for v in ci]
-    if any(v < lo_lim or v > hi_lim for v in ends):
+    if clipped:
         ax.text(0.01, 0.01, "axis clipped to [-1, 2.5]; see the table", transform=ax.transAxes, fontsize=7)
     ax.set_xlim(lo_lim, hi_lim)
+    ax.set_ylim(-0.6, len(estimates) - 0.4)
     ax.set_yticks(ticks, names)
     ax.set_xlabel("retention (device gain / clone gain)")
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title("gain retention (dashed: published reference points, not targets)")
+    ax.plot([], [], color="#1f77b4", lw=3, label="Fieller 95%")
+    ax.plot([], [], color="#ff7f0e", lw=3, label="BCa 95%")
+    ax.plot([], [], marker="D", color="grey", ls="none", label="published (its own estimand only)")
+    handles, labels = ax.get_legend_handles_labels()
+    seen = dict(zip(labels, handles, strict=True))
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
+    ax.set_title("gain retention by estimand")
     return to_data_uri(fig)
 
 

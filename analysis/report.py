@@ -23,9 +23,9 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from PIL import Image, ImageDraw
 
 from analysis import plots
-from analysis.audit import AuditResult, audit_table
-from analysis.retention import RetentionResult, retention_from_table
-from analysis.stats import wilson
+from analysis.audit import AuditResult, Rate, audit_table
+from analysis.retention import ESTIMAND_MEANING, RatioEstimate, RetentionResult, retention_from_table
+from analysis.stats import format_interval, wilson
 from analysis.tables import (
     StoreSet,
     audit_table_from_stores,
@@ -90,6 +90,7 @@ class ReportInputs:
     strata: dict[str, str] | None = None
     population: dict[str, int] | None = None
     sources: list[str] = field(default_factory=list)
+    tasks_needed: int | None = None  # the selection's power analysis
 
 
 @dataclass
@@ -100,6 +101,7 @@ class Section:
     images: list[str] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)  # pre-rendered, escaped HTML tables
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # shown in a box at the top of the section
 
 
 def _table(df: pd.DataFrame, cls: str = "data") -> str:
@@ -111,10 +113,7 @@ def _pct(x: float | None) -> str:
 
 
 def _ci(ci: Sequence[float] | None, pct: bool = False) -> str:
-    if ci is None:
-        return "not estimable"
-    f = _pct if pct else (lambda v: f"{v:.3f}")
-    return f"[{f(ci[0])}, {f(ci[1])}]"
+    return "undefined" if ci is None else format_interval(ci, pct)
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,12 +126,7 @@ def _scored(inputs: ReportInputs, judge: str | None) -> pd.DataFrame:
     return resolve_outcomes(inputs.episodes, inputs.verdicts, judge)
 
 
-def success_section(ep: pd.DataFrame) -> Section:
-    s = Section("success", "Success by model × target")
-    decided = ep[ep["success"].notna()] if not ep.empty else ep
-    if decided.empty:
-        s.empty = "No scored episodes with a verdict yet."
-        return s
+def _success_rows(decided: pd.DataFrame, suffix: str = "") -> list[dict[str, Any]]:
     rows = []
     for (model, env, kind), g in decided.groupby(["model", "env", "device_kind"], dropna=False, sort=True):
         k, n = int(g["success"].astype(bool).sum()), len(g)
@@ -140,7 +134,7 @@ def success_section(ep: pd.DataFrame) -> Section:
         rows.append(
             {
                 "label": model_label(model),
-                "target": target_label(env, kind if isinstance(kind, str) else None),
+                "target": target_label(env, kind if isinstance(kind, str) else None) + suffix,
                 "rate": k / n,
                 "lo": lo,
                 "hi": hi,
@@ -150,16 +144,45 @@ def success_section(ep: pd.DataFrame) -> Section:
                 "tasks": g["task"].nunique(),
             }
         )
-    df = pd.DataFrame(rows)
+    return rows
+
+
+def success_section(ep: pd.DataFrame) -> Section:
+    """Clone vs device over the same tasks: the clone bars use only tasks that also ran on a
+    device (tasks kept on the clone only were not selected for phones — expected)."""
+    s = Section("success", "Success by model × target")
+    decided = ep[ep["success"].notna()] if not ep.empty else ep
+    if decided.empty:
+        s.empty = "No scored episodes with a verdict yet."
+        return s
+    device_tasks = set(decided.loc[decided["env"] != "clone", "task"].astype(str))
+    compared = decided
+    clone_only = 0
+    if device_tasks and (decided["env"] == "clone").any():
+        in_both = decided["task"].astype(str).isin(device_tasks)
+        clone_only = int(decided.loc[~in_both, "task"].nunique())
+        compared = decided[in_both]
+    df = pd.DataFrame(_success_rows(compared))
     s.images.append(plots.success_bars(df))
+    table_rows = df
+    if clone_only:
+        every = pd.DataFrame(_success_rows(decided[decided["env"] == "clone"], " (every clone task)"))
+        table_rows = pd.concat([df, every], ignore_index=True)
+        s.notes.append(
+            f"The chart compares like with like: the clone bars cover the {len(device_tasks)} task(s) that also ran on "
+            f"a device. {clone_only} task(s) ran on the clone only (not selected for the phones, as planned); "
+            "the rows marked '(every clone task)' include them."
+        )
     show = pd.DataFrame(
         {
-            "model": df["label"],
-            "target": df["target"],
-            "successes": df["k"].astype(str) + " / " + df["n"].astype(str),
-            "tasks": df["tasks"],
-            "rate": df["rate"].map(_pct),
-            "Wilson 95%": [_ci((a, b), True) for a, b in zip(df["lo"], df["hi"], strict=True)],
+            "model": table_rows["label"],
+            "target": table_rows["target"],
+            "successes": table_rows["k"].astype(str) + " / " + table_rows["n"].astype(str),
+            "tasks": table_rows["tasks"],
+            "rate": table_rows["rate"].map(_pct),
+            "Wilson 95%": [
+                _ci((a, b), True) for a, b in zip(table_rows["lo"], table_rows["hi"], strict=True)
+            ],
         }
     )
     s.tables.append(_table(show))
@@ -188,6 +211,30 @@ def paired_section(ep: pd.DataFrame) -> Section:
     return s
 
 
+def _ratio_cells(e: RatioEstimate) -> dict[str, str]:
+    if not e.estimable:
+        return {
+            "value": "not estimable",
+            "Fieller 95%": f"exact set {e.fieller_set_text}",
+            "delta 95%": "not presented",
+            "BCa 95%": "not presented",
+            "percentile 95%": "not presented",
+        }
+    boot = {"not run": "not run (--resamples 0)"}.get(e.bootstrap_status)
+    zero = " (zero width: not meaningful)" if e.degenerate else ""
+    return {
+        "value": f"{e.estimate:.3f}",
+        "Fieller 95%": format_interval(e.fieller_ci) + zero,
+        "delta 95%": format_interval(e.delta_ci) + ("" if e.delta_reliable else " (rough: g ≥ 0.1)"),
+        "BCa 95%": boot or format_interval(e.bca_ci),
+        "percentile 95%": boot or format_interval(e.percentile_ci),
+    }
+
+
+def _gain_cell(g: Any) -> str:
+    return "" if g is None else f"{_pct(g.mean)} {format_interval(g.ci, True)}"
+
+
 def retention_section(
     ep: pd.DataFrame, base: str | None, trained: str | None, inputs: ReportInputs, resamples: int, seed: int
 ) -> tuple[Section, RetentionResult | None]:
@@ -203,6 +250,15 @@ def retention_section(
     if "clone" not in envs or real_env is None:
         s.empty = "Retention needs decided episodes on the clone and on a device (real or clone-on-phone)."
         return s, None
+    if inputs.strata:
+        # Tasks outside the signal-task list ran on the clone only: expected, not a data problem.
+        outside = decided.loc[~decided["task"].astype(str).isin(list(inputs.strata)), "task"].nunique()
+        decided = decided[decided["task"].astype(str).isin(list(inputs.strata))]
+        if outside:
+            s.notes.append(
+                f"{outside} task(s) ran on the clone only (not selected for the phones, as planned) and are "
+                "not part of the paired analysis."
+            )
     table = pd.DataFrame(
         {
             "task": decided["task"].astype(str),
@@ -211,8 +267,11 @@ def retention_section(
             "env": decided["env"].astype(str),
             "success": decided["success"].astype(bool),
             "judged": decided["judged"],
+            "success_source": decided.get("success_source", "truth"),
         }
     )
+    if "app" in decided:
+        table["app"] = decided["app"].astype(str)
     table["run"] = table.groupby(["task", "model", "env"]).cumcount()
     try:
         res = retention_from_table(
@@ -223,26 +282,39 @@ def retention_section(
             population=inputs.population,
             n_resamples=resamples,
             seed=seed,
+            tasks_needed=inputs.tasks_needed,
         )
     except RealbenchError as exc:
         s.empty = f"Retention could not be computed: {exc.message}"
         return s, None
-    ests = [e for e in (res.retention, res.retention_pop, res.retention_jj, res.slope) if e is not None]
+    s.warnings.extend(res.warnings)
     labels = env_labels(decided)
+    rows_for_plot = [
+        (e.label, e.ratio.value, e.ratio.fieller_ci, e.ratio.bca_ci, e.ratio.fieller_set)
+        for e in res.estimands.values()
+        if e.ratio is not None
+    ]
+    rows_for_plot += [
+        (x.label, x.value, x.fieller_ci, x.bca_ci, x.fieller_set)
+        for x in (res.retention_jj, res.slope)
+        if x is not None
+    ]
     s.images.append(
         plots.retention_plot(
-            [(e.label, e.estimate, e.fieller_ci, e.bca_ci) for e in ests],
-            [("MobileGym 95.1% (published, signal subset)", MOBILEGYM_RETENTION)],
+            rows_for_plot,
+            # A published figure is drawn only beside the estimand it was computed for.
+            [("R_signal", MOBILEGYM_RETENTION, "MobileGym 95.1% (published, signal subset)")],
         )
     )
+    main = res.main
     gains = pd.DataFrame(
         [
             {
                 "side": labels.get(env, env),
-                model_label(base): _pct(res.success_rates[env][base]),
-                model_label(trained): _pct(res.success_rates[env][trained]),
+                model_label(base): _pct(res.headline_rates[env][base]),
+                model_label(trained): _pct(res.headline_rates[env][trained]),
                 "gain": _pct(gain.mean),
-                "95% CI": _ci(gain.ci, True),
+                "95% CI": format_interval(gain.ci, True),
                 "test": next(t.method for t in res.tests if t.env == env),
                 "p": f"{next(t.p_value for t in res.tests if t.env == env):.3g}",
             }
@@ -250,31 +322,59 @@ def retention_section(
         ]
     )
     s.tables.append(_table(gains))
-    est = pd.DataFrame(
-        [
-            {
-                "estimator": e.label,
-                "value": f"{e.estimate:.3f}" if math.isfinite(e.estimate) else "—",
-                "Fieller 95%": _ci(e.fieller_ci),
-                "delta 95%": _ci(e.delta_ci) + ("" if e.delta_reliable else " (rough: g ≥ 0.1)"),
-                "BCa 95%": _ci(e.bca_ci),
-                "percentile 95%": _ci(e.percentile_ci),
-                "tasks": e.n_tasks,
-            }
-            for e in ests
-        ]
-    )
-    s.tables.append(_table(est))
+    est_rows = []
+    for e in res.estimands.values():
+        row: dict[str, Any] = {
+            "estimand": e.label + (" (headline)" if e.estimand is res.headline else ""),
+            "what it is": ESTIMAND_MEANING[e.estimand],
+            "tasks": e.n_tasks,
+            "clone gain": _gain_cell(e.gain_clone),
+            "device gain": _gain_cell(e.gain_real),
+        }
+        if e.ratio is None:
+            row.update({"value": e.reason or "not computed"})
+        else:
+            row.update(_ratio_cells(e.ratio))
+        est_rows.append(row)
+    jc = res.judge_correction
+    for x in (res.retention_jj, res.slope, *((jc.judged, jc.corrected) if jc is not None else ())):
+        if x is not None:
+            est_rows.append({"estimand": x.label, "tasks": x.n_tasks, **_ratio_cells(x)})
+    if jc is not None:
+        s.notes.append(
+            f"Judge-corrected retention ({jc.estimand} tasks): device gain as judged {_pct(jc.gain_real_judged.mean)}, "
+            f"Rogan–Gladen corrected {_pct(jc.gain_real_corrected.mean)}; the judge's bias in the gain "
+            f"{100 * jc.bias_in_gain:+.1f} points (§3 formula: {100 * jc.bias_formula:+.1f}). Se/Sp from {jc.source}. "
+            f"{jc.note}."
+        )
+    s.tables.append(_table(pd.DataFrame(est_rows)))
+    if res.subgroup_tests:
+        s.tables.append(
+            _table(
+                pd.DataFrame(
+                    [
+                        {
+                            "device gain by": t.by,
+                            "group": t.group,
+                            "tasks": t.n_tasks,
+                            "mean device gain": _pct(t.mean_gain_real),
+                            "p (sign-flip)": f"{t.p_value:.3g}",
+                            "p (Holm, across these tests)": f"{t.p_holm:.3g}",
+                        }
+                        for t in res.subgroup_tests
+                    ]
+                )
+            )
+        )
     s.notes.insert(
         0,
-        f"Transfer gap (clone gain − device gain): {_pct(res.transfer_gap.mean)} {_ci(res.transfer_gap.ci, True)}; "
-        f"{res.n_tasks} paired tasks; device side = {real_env}.",
+        f"Headline: {main.label} — {ESTIMAND_MEANING[main.estimand]}. "
+        f"Transfer gap (clone gain − device gain): {_pct(res.transfer_gap.mean)} "
+        f"{format_interval(res.transfer_gap.ci, True)}; {res.n_tasks} paired tasks; device side = {real_env}.",
     )
-    boot = res.retention.bootstrap
-    if boot is not None and not boot.reliable:
-        s.notes.insert(0, f"Bootstrap caution: {boot.note}.")
-    if not res.retention.estimable:
-        s.notes.insert(0, "R is not estimable (Fieller interval unbounded): read the two gains separately.")
+    for e in res.estimands.values():
+        if e.why_not:
+            s.notes.insert(1, f"{e.label}: {e.why_not}.")
     return s, res
 
 
@@ -289,6 +389,16 @@ def strata_section(inputs: ReportInputs) -> Section:
         df["population"] = df["stratum"].map(inputs.population)
     s.tables.append(_table(df))
     return s
+
+
+def _rate_text(r: Rate) -> str:
+    if not r.n:
+        return "no data"
+    text = f"{_pct(r.value)} {_ci(r.ci, True)} ({r.k}/{r.n}"
+    text += f", {r.n_tasks} tasks)" if r.n_tasks is not None else ")"
+    if r.bootstrap_ci is not None:
+        text += f"; bootstrap {_ci(r.bootstrap_ci, True)}"
+    return text
 
 
 def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
@@ -309,12 +419,18 @@ def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
                 "judge": j.judge,
                 "labelled": j.n_labelled,
                 "abstained": j.n_abstained,
-                "Se": f"{_pct(m.se.value)} {_ci(m.se.ci, True)}",
-                "Sp": f"{_pct(m.sp.value)} {_ci(m.sp.ci, True)}",
-                "FPR": _pct(m.fpr.value),
-                "FNR": _pct(m.fnr.value),
-                "PPV": _pct(m.ppv.value),
-                "F1": "—" if m.f1 is None else f"{m.f1:.3f}",
+                **{
+                    name: _rate_text(rate)
+                    for name, rate in (
+                        ("Se", m.se),
+                        ("Sp", m.sp),
+                        ("FPR", m.fpr),
+                        ("FNR", m.fnr),
+                        ("PPV", m.ppv),
+                        ("NPV", m.npv),
+                    )
+                },
+                "F1": "undefined" if m.f1 is None else f"{m.f1:.3f}",
             }
         )
         pts = [
@@ -325,12 +441,18 @@ def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
         order = {"short": 0, "medium": 1, "long": 2}
         series[j.judge] = sorted(pts, key=lambda p: order.get(p[0].split(" ")[0], 3))
     s.tables.append(_table(pd.DataFrame(rows)))
+    s.notes.append(
+        "Each rate: value, Wilson 95% on its effective size (its own design effect over tasks), "
+        "successes/trials over tasks, then the task-cluster bootstrap 95% interval."
+    )
+    s.warnings.extend(audit.warnings)
     if any(series.values()):
         s.images.append(plots.error_by_length(series))
     corr = [
         {
             "judge": c.judge,
             "model": model_label(c.model),
+            "side": c.side,
             "judged rate": _pct(c.judged_rate),
             "corrected": _pct(c.corrected_rate),
             "± SE": _pct(c.corrected_se),
@@ -353,6 +475,7 @@ def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
                             "κ 95% (task bootstrap)": _ci(a.kappa_ci),
                             "raw agreement": _pct(a.raw_agreement),
                             "PABAK": f"{a.pabak:.3f}",
+                            "flag": a.flag,
                         }
                         for a in audit.agreements
                     ]
@@ -601,10 +724,14 @@ def build_report_from_stores(
     seed: int = 0,
 ) -> Path:
     strata = population = None
+    tasks_needed = None
     if tasks is not None:
+        from analysis.analysis_commands import power_tasks_needed
+
         listing = load_task_list(tasks)
         strata = {str(t["task"]): str(t["stratum"]) for t in listing.get("tasks", [])}
         population = {str(k): int(v) for k, v in (listing.get("population") or {}).items()} or None
+        tasks_needed = power_tasks_needed(listing)
     with StoreSet(list(runs)) as ss:
         episodes = ss.episodes()
         verdicts = ss.verdicts()
@@ -622,6 +749,7 @@ def build_report_from_stores(
             strata=strata,
             population=population,
             sources=[str(p) for p in runs],
+            tasks_needed=tasks_needed,
         )
         return build_report(
             inputs, out=out, base=base, trained=trained, judge=judge, resamples=resamples, seed=seed

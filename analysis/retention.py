@@ -1,14 +1,20 @@
 """Gain retention (METHODS.md §1): how much of a clone-trained gain survives on the real app.
 
-All estimators here are ratios of (stratum-weighted) means of per-task quantities, so one routine,
-`ratio_of_means`, gives each of them its Fieller, delta and task-cluster BCa intervals:
+Three estimands, always named (§1):
 
-- R       = Ḡ_d / Ḡ_s on the sampled tasks (R_signal when the sample is the signal subset),
-- R_pop   = Σ W_h ȳ^d_h / Σ W_h ȳ^s_h with W_h = N_h/N (finite-population corrected variance),
-- R_JJ    = the same with the clone side judged by the judge too (§3: judge error on one side
-            only lowers R),
-- β       = Σ g^d g^s / Σ (g^s)² — the slope through the origin, a ratio of the means of g^d·g^s and
-            (g^s)².
+- **R_signal**  — the signal stratum only (tasks whose clone gain was significant, stratum ``gain``),
+                  the figure MobileGym publishes;
+- **R_sample**  — every sampled task, unweighted: a design-dependent figure, shown only as such;
+- **R_pop**     — Horvitz–Thompson over the population strata, W_h = N_h/N, with the
+                  finite-population correction: the figure for the whole reproducible pack.
+
+Each is a ratio of (stratum-weighted) means, so one routine, `ratio_of_means`, gives each its
+Fieller, delta and task-cluster BCa intervals. The same routine gives R_JJ (the clone side judged
+too, §3) and the slope through the origin β = Σ g^d g^s / Σ (g^s)².
+
+R is reported only when it is estimable: a positive clone gain whose interval excludes 0
+(Fieller's g < 1). Otherwise the point estimate, delta and bootstrap intervals are withheld and the
+exact Fieller set and both gains with their intervals are reported instead.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -34,6 +41,10 @@ from analysis.stats import (
     delta_ci,
     fieller,
     fieller_g,
+    fieller_set,
+    format_set,
+    gain_bias,
+    holm,
     mcnemar,
     sign_flip_test,
     stratified_means,
@@ -48,11 +59,58 @@ class NotIdentifiable(AnalysisError):
 
 
 RETENTION_COLUMNS = ("task", "stratum", "model", "env", "run", "success")
+SIGNAL_STRATUM = "gain"
+# Neighbours for collapsing strata, ordered by the clone gain they hold (§1: a stratum with fewer
+# than 2 sampled tasks has no variance estimate). Other stratum names follow, alphabetically.
+STRATUM_ORDER = ("gain", "mixed", "both-pass", "both-fail", "loss")
+MIN_TASKS_PER_STRATUM = 2
+
+
+class Estimand(StrEnum):
+    SIGNAL = "signal"
+    SAMPLE = "sample"
+    POPULATION = "population"
+
+
+ESTIMAND_LABELS = {Estimand.SIGNAL: "R_signal", Estimand.SAMPLE: "R_sample", Estimand.POPULATION: "R_pop"}
+ESTIMAND_MEANING = {
+    Estimand.SIGNAL: "signal stratum only (significant clone gain), as MobileGym reports",
+    Estimand.SAMPLE: "all sampled tasks, unweighted (depends on the sampling design)",
+    Estimand.POPULATION: "Horvitz–Thompson over the population strata (W_h = N_h/N)",
+}
+
+
+class BootstrapStatus(StrEnum):
+    RAN = "ran"
+    NOT_RUN = "not run"  # --resamples 0
+    NOT_PRESENTED = "not presented"  # R not estimable: a bootstrap interval would look precise
+
+
+def collapse_strata(sizes: dict[str, int], min_tasks: int = MIN_TASKS_PER_STRATUM) -> dict[str, str]:
+    """Stratum → variance group. The rule: strata are ordered gain, mixed, both-pass, both-fail,
+    loss (then other names alphabetically); while a group has fewer than ``min_tasks`` sampled
+    tasks it joins the next group in that order (the previous one when it is last). A group is
+    named by its members joined with '+'."""
+    rank = {h: i for i, h in enumerate(STRATUM_ORDER)}
+    order = sorted(sizes, key=lambda h: (rank.get(h, len(rank)), h))
+    groups: list[list[str]] = [[h] for h in order]
+    while len(groups) > 1:
+        small = next((i for i, g in enumerate(groups) if sum(sizes[h] for h in g) < min_tasks), None)
+        if small is None:
+            break
+        other = small + 1 if small + 1 < len(groups) else small - 1
+        lo, hi = sorted((small, other))
+        groups[lo : hi + 1] = [groups[lo] + groups[hi]]
+    return {h: "+".join(g) for g in groups for h in g}
 
 
 @dataclass(frozen=True)
 class RatioEstimate:
-    """A ratio of (stratum-weighted) means a/b with every interval METHODS §1 asks for."""
+    """A ratio of (stratum-weighted) means a/b with every interval METHODS §1 asks for.
+
+    ``estimate`` is the raw ratio, kept for diagnostics; what may be quoted is ``value``, which is
+    None when the ratio is not estimable (``reason`` says why).
+    """
 
     label: str
     estimate: float
@@ -64,17 +122,27 @@ class RatioEstimate:
     q: float
     fieller_g: float
     fieller_ci: tuple[float, float] | None
-    delta_ci: tuple[float, float]
+    fieller_set: list[tuple[float, float]]
+    delta_ci: tuple[float, float] | None
     delta_reliable: bool
     se_linearised: float
     bootstrap: BootstrapResult | None
+    bootstrap_status: str
     n_tasks: int
+    reason: str | None = None
+    degenerate: bool = False
     stratum_sizes: dict[str, int] = field(default_factory=dict)
+    collapsed: dict[str, str] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
 
     @property
     def estimable(self) -> bool:
-        """False when Fieller's interval is unbounded (g ≥ 1): report the two means instead."""
-        return self.fieller_ci is not None
+        """False when the ratio has no finite confidence set or no positive clone gain."""
+        return self.reason is None
+
+    @property
+    def value(self) -> float | None:
+        return self.estimate if self.estimable and math.isfinite(self.estimate) else None
 
     @property
     def bca_ci(self) -> tuple[float, float] | None:
@@ -84,32 +152,50 @@ class RatioEstimate:
     def percentile_ci(self) -> tuple[float, float] | None:
         return None if self.bootstrap is None else self.bootstrap.percentile_ci
 
+    @property
+    def fieller_set_text(self) -> str:
+        return format_set(self.fieller_set)
+
+    def weights_mean(self, values: np.ndarray, strata: np.ndarray) -> float:
+        """Σ_h W_h·mean_h(values) with this estimate's stratum weights."""
+        w = np.array([self.weights[str(h)] / self.stratum_sizes[str(h)] for h in strata])
+        return float(w @ values)
+
     def to_dict(self) -> dict[str, Any]:
         out = as_result_dict(self)
+        out["estimate"] = self.value
         out["estimable"] = self.estimable
+        out["fieller_set"] = _json_pieces(self.fieller_set)
+        out["fieller_set_text"] = self.fieller_set_text
         out["bca_ci"] = None if self.bca_ci is None else list(self.bca_ci)
         out["percentile_ci"] = None if self.percentile_ci is None else list(self.percentile_ci)
         return out
 
 
-def _stratum_variances(
-    x: FloatArray, y: FloatArray, idx: np.ndarray, weights: FloatArray, population: FloatArray | None
-) -> tuple[float, float, float]:
-    """v_xx, v_yy, v_xy of the stratified means Σ W_h x̄_h: Σ W_h²(1 − f_h)·s²_h/n_h (§1).
+def _json_pieces(pieces: list[tuple[float, float]]) -> list[list[float | None]]:
+    """Intervals for JSON: an infinite end is null (JSON has no ∞); ``fieller_set_text`` has ∞."""
+    return [[lo if math.isfinite(lo) else None, hi if math.isfinite(hi) else None] for lo, hi in pieces]
 
-    A stratum with one sampled task contributes no within-stratum variance estimate (0); the
-    caller's bootstrap marks such designs unreliable.
-    """
-    v = np.zeros(3)
-    for h in range(weights.size):
-        sel = idx == h
-        n_h = int(sel.sum())
-        if n_h < 2:
-            continue
-        fpc = 1.0 - (n_h / population[h] if population is not None else 0.0)
-        c = np.cov(np.vstack([x[sel], y[sel]]), ddof=1)
-        v += weights[h] ** 2 * max(fpc, 0.0) / n_h * np.array([c[0, 0], c[1, 1], c[0, 1]])
-    return float(v[0]), float(v[1]), float(v[2])
+
+def _not_estimable_reason(a: float, b: float, g: float, q: float) -> str | None:
+    if b < 0:
+        what = (
+            "a ratio of losses is not retention" if a < 0 else "a negative clone gain has nothing to retain"
+        )
+        return f"not estimable: the clone gain is negative ({b:+.3f}): {what}"
+    if b == 0:
+        return "not estimable: the clone gain is zero: there is no gain to retain"
+    if g >= 1:
+        return (
+            f"not estimable: the clone gain's {stats_level(q)} interval includes 0 (Fieller's g = {g:.2f} ≥ 1), "
+            "so the ratio's confidence set is unbounded; read the two gains separately"
+        )
+    return None
+
+
+def stats_level(q: float) -> str:
+    """The confidence level a two-sided quantile q stands for (95% for 1.96)."""
+    return f"{100 * (2 * sps.norm.cdf(q) - 1):.0f}%" if q < 5 else "confidence"
 
 
 def ratio_of_means(
@@ -126,9 +212,10 @@ def ratio_of_means(
 ) -> RatioEstimate:
     """Ratio of stratum-weighted means of two per-task arrays, with Fieller, delta and BCa intervals.
 
-    Without ``population`` the weights are the sample shares n_h/n (R on the sampled tasks, no
-    finite-population correction); with it, W_h = N_h/N and f_h = n_h/N_h (R_pop). ``n_resamples=0``
-    skips the bootstrap.
+    Without ``population`` the weights are the sample shares n_h/n (no finite-population
+    correction); with it, W_h = N_h/N and f_h = n_h/N_h (R_pop). Strata with fewer than 2 sampled
+    tasks are collapsed with a neighbour for the variance (`collapse_strata`); the point estimate
+    keeps every stratum's weight. ``n_resamples=0`` skips the bootstrap.
     """
     a_i = np.asarray(numerator, dtype=float)
     b_i = np.asarray(denominator, dtype=float)
@@ -140,7 +227,8 @@ def ratio_of_means(
     labels = np.asarray(["all"] * n if strata is None else [str(s) for s in np.asarray(strata)])
     names, idx = np.unique(labels, return_inverse=True)
     sizes = np.bincount(idx)
-    pop_arr: FloatArray | None = None
+    size_of = {str(h): int(s) for h, s in zip(names, sizes, strict=True)}
+    pop_of: dict[str, float] | None = None
     if population is not None:
         missing = [str(h) for h in names if str(h) not in population]
         if missing:
@@ -154,38 +242,72 @@ def ratio_of_means(
                 f"strata {unsampled} have population tasks but none sampled: R_pop is not identifiable",
                 hint="sample at least 2 tasks from every stratum",
             )
-        pop_arr = np.array([float(population[str(h)]) for h in names])
-        if np.any(pop_arr < sizes):
+        pop_of = {str(h): float(population[str(h)]) for h in names}
+        if any(pop_of[h] < size_of[h] for h in size_of):
             raise AnalysisError("a stratum has more sampled tasks than its population size")
-        weights = pop_arr / pop_arr.sum()
+        total = sum(pop_of.values())
+        weight_of = {h: pop_of[h] / total for h in size_of}
     else:
-        weights = sizes / n
-    ones = np.ones((1, n))
-    a = float(stratified_means(ones, a_i, idx, weights)[0])
-    b = float(stratified_means(ones, b_i, idx, weights)[0])
-    v_aa, v_bb, v_ab = _stratum_variances(a_i, b_i, idx, weights, pop_arr)
+        weight_of = {h: size_of[h] / n for h in size_of}
+    # Each task's weight in the estimator: W_h / n_h (Horvitz–Thompson with the stratum's share).
+    w_i = np.array([weight_of[str(h)] / size_of[str(h)] for h in labels])
+    a = float(np.sum(w_i * a_i))
+    b = float(np.sum(w_i * b_i))
+    group_of = collapse_strata(size_of)
+    collapsed = {
+        h: "+".join(m for m in group_of[h].split("+") if m != h)
+        for h in size_of
+        if size_of[h] < MIN_TASKS_PER_STRATUM and "+" in group_of[h]
+    }
+    groups = np.asarray([group_of[str(h)] for h in labels])
+    g_names, g_inverse = np.unique(groups, return_inverse=True)
+    g_idx = g_inverse.astype(np.int64)
+    g_sizes = np.bincount(g_idx)
+    # u_i = n_g · w_i · y_i: a group's mean of u is its share of the estimate, so the group's
+    # variance is (1 − f_g)·s²(u)/n_g — W_h²(1 − f_h)s²_h/n_h when the group is one stratum (§1),
+    # and the collapsed-strata estimator (conservative) when it joins several.
+    u: FloatArray = (np.column_stack([a_i, b_i]) * (w_i * g_sizes[g_idx])[:, None]).astype(float)
+    v = np.zeros(3)
+    for k, gname in enumerate(g_names):
+        sel = g_idx == k
+        n_g = int(sel.sum())
+        if n_g < 2:
+            continue
+        fpc = 1.0
+        if pop_of is not None:
+            big_n = sum(pop_of[h] for h in str(gname).split("+"))
+            fpc = max(1.0 - n_g / big_n, 0.0)
+        c = np.cov(u[sel].T, ddof=1)
+        v += fpc / n_g * np.array([c[0, 0], c[1, 1], c[0, 1]])
+    v_aa, v_bb, v_ab = (float(x) for x in v)
     estimate = a / b if b != 0 else float("nan")
     g = fieller_g(b, v_bb, q)
-    f_ci = fieller(a, b, v_aa, v_bb, v_ab, q)
-    d_ci = delta_ci(a, b, v_aa, v_bb, v_ab, q)
+    reason = _not_estimable_reason(a, b, g, q)
+    degenerate = max(v_aa, v_bb) <= 1e-15
+    f_ci = fieller(a, b, v_aa, v_bb, v_ab, q) if reason is None else None
+    pieces = fieller_set(a, b, v_aa, v_bb, v_ab, q)
     se_lin = (
         (math.sqrt(max(v_aa - 2 * estimate * v_ab + estimate**2 * v_bb, 0.0)) / abs(b))
         if b != 0
         else math.inf
     )
     boot = None
-    if n_resamples > 0:
+    if reason is not None:
+        status = BootstrapStatus.NOT_PRESENTED
+    elif n_resamples <= 0:
+        status = BootstrapStatus.NOT_RUN
+    else:
+        status = BootstrapStatus.RAN
         if rng is None:
             raise AnalysisError("ratio_of_means needs a seeded rng for the bootstrap")
-        stacked = np.column_stack([a_i, b_i])
 
         def statistic(counts: FloatArray) -> FloatArray:
-            means = stratified_means(counts, stacked, idx, weights)
+            means = stratified_means(counts, u, g_idx, np.ones(g_names.size))
             with np.errstate(invalid="ignore", divide="ignore"):
                 return means[:, 0] / means[:, 1]
 
         boot = cluster_bootstrap(
-            statistic, n, strata=labels.tolist(), n_resamples=n_resamples, alpha=alpha, rng=rng
+            statistic, n, strata=groups.tolist(), n_resamples=n_resamples, alpha=alpha, rng=rng
         )
     return RatioEstimate(
         label=label,
@@ -198,12 +320,18 @@ def ratio_of_means(
         q=q,
         fieller_g=g,
         fieller_ci=f_ci,
-        delta_ci=d_ci,
+        fieller_set=pieces,
+        delta_ci=delta_ci(a, b, v_aa, v_bb, v_ab, q) if reason is None else None,
         delta_reliable=g < 0.1,
         se_linearised=se_lin,
         bootstrap=boot,
+        bootstrap_status=status.value,
         n_tasks=n,
-        stratum_sizes={str(h): int(s) for h, s in zip(names, sizes, strict=True)},
+        reason=reason,
+        degenerate=degenerate,
+        stratum_sizes=size_of,
+        collapsed=collapsed,
+        weights=weight_of,
     )
 
 
@@ -220,6 +348,11 @@ class MeanWithCI:
 
     def to_dict(self) -> dict[str, Any]:
         return as_result_dict(self)
+
+
+def _mean_ci(mean: float, var: float, q: float, n: int) -> MeanWithCI:
+    se = math.sqrt(max(var, 0.0))
+    return MeanWithCI(mean, (mean - q * se, mean + q * se), se, n)
 
 
 @dataclass(frozen=True)
@@ -239,73 +372,252 @@ class PairedTest:
 
 
 @dataclass(frozen=True)
+class SubgroupTest:
+    """Device gain > 0 within one stratum or app (sign-flip), with its Holm-adjusted p (§4)."""
+
+    by: str
+    group: str
+    n_tasks: int
+    mean_gain_real: float
+    p_value: float
+    p_holm: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_result_dict(self)
+
+
+@dataclass(frozen=True)
+class EstimandResult:
+    """One named estimand: its ratio (or why there is none), its own gains and paired tests."""
+
+    estimand: Estimand
+    ratio: RatioEstimate | None
+    gain_clone: MeanWithCI | None
+    gain_real: MeanWithCI | None
+    transfer_gap: MeanWithCI | None
+    tests: list[PairedTest]
+    n_tasks: int
+    reason: str | None = None
+    # env → model → success rate, weighted as the estimand weights tasks
+    success_rates: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return ESTIMAND_LABELS[self.estimand]
+
+    @property
+    def value(self) -> float | None:
+        return None if self.ratio is None else self.ratio.value
+
+    @property
+    def estimable(self) -> bool:
+        return self.ratio is not None and self.ratio.estimable
+
+    @property
+    def why_not(self) -> str | None:
+        return self.reason if self.ratio is None else self.ratio.reason
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.ratio
+        return {
+            "estimand": self.estimand.value,
+            "label": self.label,
+            "meaning": ESTIMAND_MEANING[self.estimand],
+            "value": self.value,
+            "estimable": self.estimable,
+            "reason": self.why_not,
+            "n_tasks": self.n_tasks,
+            "fieller_ci": None if r is None or r.fieller_ci is None else list(r.fieller_ci),
+            "fieller_set": None if r is None else _json_pieces(r.fieller_set),
+            "fieller_set_text": None if r is None else r.fieller_set_text,
+            "delta_ci": None if r is None or r.delta_ci is None else list(r.delta_ci),
+            "bca_ci": None if r is None or r.bca_ci is None else list(r.bca_ci),
+            "percentile_ci": None if r is None or r.percentile_ci is None else list(r.percentile_ci),
+            "bootstrap": None if r is None else r.bootstrap_status,
+            "collapsed": {} if r is None else r.collapsed,
+            "gain_clone": None if self.gain_clone is None else self.gain_clone.to_dict(),
+            "gain_real": None if self.gain_real is None else self.gain_real.to_dict(),
+            "transfer_gap": None if self.transfer_gap is None else self.transfer_gap.to_dict(),
+            "tests": [t.to_dict() for t in self.tests],
+            "success_rates": self.success_rates,
+            "detail": None if r is None else r.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class DroppedTask:
+    """A task left out of the paired analysis, and the (env, model) cells it lacked."""
+
+    task: str
+    stratum: str
+    missing: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return as_result_dict(self)
+
+
+@dataclass(frozen=True)
 class RetentionResult:
     base: str
     trained: str
     clone_env: str
     real_env: str
     n_tasks: int
-    dropped_tasks: list[str]
+    dropped: list[DroppedTask]
+    strata_after_drop: dict[str, dict[str, int]]
     success_rates: dict[str, dict[str, float]]
-    gain_clone: MeanWithCI
-    gain_real: MeanWithCI
-    transfer_gap: MeanWithCI
-    retention: RatioEstimate
+    headline: Estimand
+    estimands: dict[Estimand, EstimandResult]
     slope: RatioEstimate
-    retention_pop: RatioEstimate | None
     retention_jj: RatioEstimate | None
-    tests: list[PairedTest]
+    subgroup_tests: list[SubgroupTest]
     per_task: pd.DataFrame = field(repr=False)
+    warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    judge_correction: JudgeCorrection | None = None
+
+    @property
+    def dropped_tasks(self) -> list[str]:
+        return [d.task for d in self.dropped]
+
+    @property
+    def main(self) -> EstimandResult:
+        return self.estimands[self.headline]
+
+    @property
+    def retention(self) -> RatioEstimate:
+        """The headline estimand's ratio (R_sample is always computed, so there is one)."""
+        r = self.main.ratio
+        return r if r is not None else self.sample.ratio  # type: ignore[return-value]
+
+    @property
+    def sample(self) -> EstimandResult:
+        return self.estimands[Estimand.SAMPLE]
+
+    @property
+    def retention_pop(self) -> RatioEstimate | None:
+        e = self.estimands.get(Estimand.POPULATION)
+        return None if e is None else e.ratio
+
+    @property
+    def retention_signal(self) -> RatioEstimate | None:
+        e = self.estimands.get(Estimand.SIGNAL)
+        return None if e is None else e.ratio
+
+    @property
+    def gain_clone(self) -> MeanWithCI:
+        return self.main.gain_clone or self.sample.gain_clone  # type: ignore[return-value]
+
+    @property
+    def gain_real(self) -> MeanWithCI:
+        return self.main.gain_real or self.sample.gain_real  # type: ignore[return-value]
+
+    @property
+    def transfer_gap(self) -> MeanWithCI:
+        return self.main.transfer_gap or self.sample.transfer_gap  # type: ignore[return-value]
+
+    @property
+    def tests(self) -> list[PairedTest]:
+        return self.main.tests or self.sample.tests
+
+    @property
+    def headline_rates(self) -> dict[str, dict[str, float]]:
+        """Success rates weighted as the headline estimand weights tasks (its gains' terms)."""
+        return self.main.success_rates or self.sample.success_rates or self.success_rates
 
     def to_dict(self) -> dict[str, Any]:
-        r = self.retention
+        main = self.main.to_dict()
+        pop = self.estimands.get(Estimand.POPULATION)
         return {
             "base": self.base,
             "trained": self.trained,
             "clone_env": self.clone_env,
             "real_env": self.real_env,
             "n_tasks": self.n_tasks,
-            "dropped_tasks": self.dropped_tasks,
-            "success_rates": self.success_rates,
-            "gain_clone": self.gain_clone.to_dict(),
-            "gain_real": self.gain_real.to_dict(),
-            "transfer_gap": self.transfer_gap.to_dict(),
-            "retention": _finite(r.estimate),
-            "estimable": r.estimable,
-            "fieller_ci": None if r.fieller_ci is None else list(r.fieller_ci),
-            "delta_ci": list(r.delta_ci),
-            "bca_ci": None if r.bca_ci is None else list(r.bca_ci),
-            "percentile_ci": None if r.percentile_ci is None else list(r.percentile_ci),
-            "retention_detail": r.to_dict(),
-            "slope": self.slope.to_dict(),
-            "retention_pop": None if self.retention_pop is None else _finite(self.retention_pop.estimate),
-            "retention_pop_detail": None if self.retention_pop is None else self.retention_pop.to_dict(),
-            "retention_jj": None if self.retention_jj is None else _finite(self.retention_jj.estimate),
+            "estimand": self.headline.value,
+            "retention": main["value"],
+            "estimable": main["estimable"],
+            "reason": main["reason"],
+            "fieller_ci": main["fieller_ci"],
+            "fieller_set": main["fieller_set"],
+            "fieller_set_text": main["fieller_set_text"],
+            "delta_ci": main["delta_ci"],
+            "bca_ci": main["bca_ci"],
+            "percentile_ci": main["percentile_ci"],
+            "bootstrap": main["bootstrap"],
+            "retention_detail": main["detail"],
+            "gain_clone": main["gain_clone"],
+            "gain_real": main["gain_real"],
+            "transfer_gap": main["transfer_gap"],
+            "tests": main["tests"],
+            "estimands": {e.value: r.to_dict() for e, r in self.estimands.items()},
+            "retention_pop": None if pop is None else pop.value,
+            "retention_pop_detail": None if pop is None or pop.ratio is None else pop.ratio.to_dict(),
+            "retention_jj": None if self.retention_jj is None else self.retention_jj.value,
             "retention_jj_detail": None if self.retention_jj is None else self.retention_jj.to_dict(),
-            "tests": [t.to_dict() for t in self.tests],
+            "slope": self.slope.to_dict(),
+            "subgroup_tests": [t.to_dict() for t in self.subgroup_tests],
+            "judge_correction": None if self.judge_correction is None else self.judge_correction.to_dict(),
+            "success_rates": self.success_rates,
+            "dropped_tasks": self.dropped_tasks,
+            "dropped": [d.to_dict() for d in self.dropped],
+            "strata_after_drop": self.strata_after_drop,
+            "warnings": self.warnings,
             "notes": self.notes,
         }
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
+@dataclass(frozen=True)
+class JudgeCorrection:
+    """R with the device side scored by the judge, and with its rates Rogan–Gladen corrected (§3).
+
+    Se/Sp are per model, from episodes that have both ground truth and the judge's verdict (the
+    device side where it has both outcomes, else the clone side, whose verifier is ground truth).
+    The corrected interval treats Se/Sp as known: it is narrower than the whole uncertainty.
+    """
+
+    estimand: str
+    se: dict[str, float]
+    sp: dict[str, float]
+    source: str
+    judged: RatioEstimate
+    corrected: RatioEstimate
+    gain_real_judged: MeanWithCI
+    gain_real_corrected: MeanWithCI
+    bias_in_gain: float  # judged − corrected device gain, as measured
+    bias_formula: float  # METHODS §3: Σ arms FPR_M(1 − p_M) − FNR_M·p_M at the corrected rates
+    n_tasks: int
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = as_result_dict(self)
+        out["judged"] = self.judged.to_dict()
+        out["corrected"] = self.corrected.to_dict()
+        return out
 
 
-def _mean_ci(x: FloatArray, var: float, q: float) -> MeanWithCI:
-    m = float(x.mean()) if x.size else float("nan")
-    se = math.sqrt(max(var, 0.0))
-    return MeanWithCI(m, (m - q * se, m + q * se), se, int(x.size))
+@dataclass(frozen=True)
+class PerTaskRates:
+    """Per-task success rates p̂[env, model] over the tasks with all four cells, and what was dropped."""
+
+    frame: pd.DataFrame
+    dropped: list[DroppedTask]
+    strata_after_drop: dict[str, dict[str, int]]
 
 
 def per_task_rates(
     df: pd.DataFrame, base: str, trained: str, clone_env: str, real_env: str, value: str = "success"
 ) -> tuple[pd.DataFrame, list[str]]:
-    """Per-task success rates p̂[env, model] (wide) over the tasks that have all four cells.
+    """Per-task success rates p̂[env, model] (wide) over the tasks that have all four cells, and
+    the ids of the tasks dropped for missing cells (`paired_rates` says which cells and what the
+    drop did to the strata)."""
+    r = paired_rates(df, base, trained, clone_env, real_env, value)
+    return r.frame, [d.task for d in r.dropped]
 
-    Returns the wide frame (index task; columns rate_/n_ per env×model, stratum) and the task ids
-    dropped for missing cells.
-    """
+
+def paired_rates(
+    df: pd.DataFrame, base: str, trained: str, clone_env: str, real_env: str, value: str = "success"
+) -> PerTaskRates:
     sub = df[df["model"].isin([base, trained]) & df["env"].isin([clone_env, real_env])].copy()
     sub[value] = parse_bool_column(sub[value])
     sub = sub[sub[value].notna()]
@@ -327,12 +639,24 @@ def per_task_rates(
     wide = grouped.unstack(["env", "model"])
     cells = [(e, m) for e in (clone_env, real_env) for m in (base, trained)]
     have = pd.Series(True, index=wide.index)
+    missing_of: dict[str, list[str]] = {}
     for e, m in cells:
-        have &= wide.get(("size", e, m), pd.Series(np.nan, index=wide.index)).notna()
-    dropped = sorted(str(t) for t in wide.index[~have])
+        present = wide.get(("size", e, m), pd.Series(np.nan, index=wide.index)).notna()
+        have &= present
+        for t in wide.index[~present]:
+            missing_of.setdefault(str(t), []).append(f"{e}/{m}")
+    strata_all = (
+        sub.groupby("task")["stratum"].agg(lambda s: s.astype(str).iloc[0])
+        if "stratum" in sub
+        else pd.Series("all", index=wide.index)
+    )
+    dropped = [
+        DroppedTask(str(t), str(strata_all.get(t, "all")), missing_of[str(t)])
+        for t in sorted(wide.index[~have], key=str)
+    ]
     if dropped:
-        log.warning(
-            "dropping %d task(s) without runs of both models in both environments: %s", len(dropped), dropped
+        log.info(
+            "%d task(s) lack runs of both models on both sides: %s", len(dropped), [d.task for d in dropped]
         )
     wide = wide[have]
     out = pd.DataFrame(index=wide.index)
@@ -340,14 +664,32 @@ def per_task_rates(
         tag = f"{'s' if e == clone_env else 'd'}_{'r' if m == trained else 'b'}"
         out[f"p_{tag}"] = wide[("mean", e, m)].astype(float)
         out[f"n_{tag}"] = wide[("size", e, m)].astype(int)
-    strata = sub.groupby("task")["stratum"].agg(lambda s: s.astype(str).iloc[0]) if "stratum" in sub else None
-    out["stratum"] = strata.reindex(out.index) if strata is not None else "all"
+    out["stratum"] = strata_all.reindex(out.index).fillna("all").astype(str)
+    if "app" in sub:
+        out["app"] = sub.groupby("task")["app"].agg(lambda s: s.astype(str).iloc[0]).reindex(out.index)
     out["g_s"] = out["p_s_r"] - out["p_s_b"]
     out["g_d"] = out["p_d_r"] - out["p_d_b"]
-    return out, dropped
+    before = strata_all.value_counts().to_dict()
+    after = out["stratum"].value_counts().to_dict()
+    effect = {
+        str(h): {"before": int(n), "after": int(after.get(h, 0))}
+        for h, n in sorted(before.items(), key=lambda kv: str(kv[0]))
+    }
+    return PerTaskRates(out, dropped, effect)
 
 
-def _paired_test(per_task: pd.DataFrame, side: str, env: str, rng: np.random.Generator) -> PairedTest:
+def _paired_test(
+    per_task: pd.DataFrame,
+    side: str,
+    env: str,
+    rng: np.random.Generator,
+    stratum_weights: dict[str, float] | None = None,
+) -> PairedTest:
+    d = per_task[f"g_{side}"].to_numpy()
+    if stratum_weights is not None:
+        # Under stratified sampling the statistic is Σ_h W_h·mean_h(d), flips within strata (§4).
+        res = sign_flip_test(d, strata=per_task["stratum"].tolist(), stratum_weights=stratum_weights, rng=rng)
+        return PairedTest(env, "sign-flip (W_h-weighted)", res.p_value, res.statistic, detail=res)
     one_run = bool((per_task[f"n_{side}_b"] == 1).all() and (per_task[f"n_{side}_r"] == 1).all())
     if one_run:
         r = per_task[f"p_{side}_r"].to_numpy() > 0.5
@@ -355,9 +697,136 @@ def _paired_test(per_task: pd.DataFrame, side: str, env: str, rng: np.random.Gen
         n10 = int(np.sum(r & ~b))
         n01 = int(np.sum(~r & b))
         return PairedTest(env, "mcnemar-exact", mcnemar(n10, n01), float(n10 - n01), n10, n01)
-    d = per_task[f"g_{side}"].to_numpy()
     res = sign_flip_test(d, strata=per_task["stratum"].tolist(), rng=rng)
     return PairedTest(env, "sign-flip", res.p_value, res.statistic, detail=res)
+
+
+def _quantile(kind: str, n_tasks: int) -> float:
+    if kind == "z":
+        return stats.Z95
+    if kind == "t":
+        return t_quantile(n_tasks)
+    raise AnalysisError(f"unknown quantile {kind!r}", hint="z or t")
+
+
+def _estimand(
+    kind: Estimand,
+    per_task: pd.DataFrame,
+    *,
+    clone_env: str,
+    real_env: str,
+    population: dict[str, int] | None,
+    quantile: str,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> EstimandResult:
+    n = len(per_task)
+    if n < 2:
+        why = (
+            f"needs at least 2 tasks in the signal stratum ({SIGNAL_STRATUM!r}); {n} paired"
+            if kind is Estimand.SIGNAL
+            else f"needs at least 2 paired tasks; {n} here"
+        )
+        return EstimandResult(kind, None, None, None, None, [], n, f"not computed: {why}")
+    q = _quantile(quantile, n)
+    strata = per_task["stratum"].astype(str).to_numpy()
+    g_s = per_task["g_s"].to_numpy()
+    g_d = per_task["g_d"].to_numpy()
+    label = ESTIMAND_LABELS[kind]
+    ratio = ratio_of_means(
+        g_d,
+        g_s,
+        strata=strata,
+        population=population if kind is Estimand.POPULATION else None,
+        label=label,
+        q=q,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    weights = ratio.weights if kind is Estimand.POPULATION else None
+    w_i = np.array([ratio.weights[h] / ratio.stratum_sizes[h] for h in strata])
+    names = per_task.attrs.get("models", ("base", "trained"))
+    rates = {
+        env: {names[0]: float(w_i @ per_task[f"p_{side}_b"]), names[1]: float(w_i @ per_task[f"p_{side}_r"])}
+        for env, side in ((clone_env, "s"), (real_env, "d"))
+    }
+    tests = [
+        _paired_test(per_task, "s", clone_env, rng, weights),
+        _paired_test(per_task, "d", real_env, rng, weights),
+    ]
+    return EstimandResult(
+        kind,
+        ratio,
+        _mean_ci(ratio.denominator, ratio.v_bb, q, n),
+        _mean_ci(ratio.numerator, ratio.v_aa, q, n),
+        _mean_ci(ratio.denominator - ratio.numerator, ratio.v_aa + ratio.v_bb - 2 * ratio.v_ab, q, n),
+        tests,
+        n,
+        success_rates=rates,
+    )
+
+
+def _subgroup_tests(per_task: pd.DataFrame, rng: np.random.Generator) -> list[SubgroupTest]:
+    """Device gain > 0 per stratum and per app (sign-flip, two-sided), Holm across all of them."""
+    rows: list[tuple[str, str, int, float, float]] = []
+    for by in ("stratum", "app"):
+        if by not in per_task or per_task[by].nunique() < 2:
+            continue
+        for group, g in per_task.groupby(by, sort=True):
+            if len(g) < 2:
+                continue
+            d = g["g_d"].to_numpy()
+            res = sign_flip_test(d, rng=rng)
+            rows.append((by, str(group), len(g), float(d.mean()), res.p_value))
+    if not rows:
+        return []
+    adjusted = holm([r[4] for r in rows])
+    return [SubgroupTest(*r, float(p)) for r, p in zip(rows, adjusted, strict=True)]
+
+
+def _warnings(
+    estimands: dict[Estimand, EstimandResult],
+    slope_source: pd.DataFrame,
+    tasks_needed: int | None,
+) -> list[str]:
+    out: list[str] = []
+    for e in estimands.values():
+        r = e.ratio
+        if r is None:
+            continue
+        name = e.label
+        if r.denominator < 0:
+            out.append(
+                f"{name}: negative gains (mean clone gain {r.denominator:+.3f}): a ratio of losses is not retention"
+            )
+        elif r.numerator < 0:
+            out.append(
+                f"{name}: negative device gain ({r.numerator:+.3f}): the trained model does worse on the device"
+            )
+        if r.degenerate:
+            out.append(
+                f"{name}: degenerate variance — every task has the same gains (identical tasks or all ties), "
+                "so the intervals have zero width and are not meaningful; add tasks or repeats"
+            )
+        if r.collapsed:
+            joined = ", ".join(
+                f"{h} ({r.stratum_sizes[h]} sampled task) collapsed with {nb}"
+                for h, nb in r.collapsed.items()
+            )
+            out.append(f"{name}: strata {joined} — a stratum needs ≥ 2 sampled tasks for a variance")
+        b = r.bootstrap
+        if b is not None and not b.reliable:
+            out.append(f"{name}: bootstrap unreliable — {b.note}")
+        if b is not None and b.n_undefined > 0.01 * b.n_resamples:
+            out.append(
+                f"{name}: bootstrap unreliable — {b.n_undefined} of {b.n_resamples} resamples had a zero clone gain"
+            )
+    n = len(slope_source)
+    if tasks_needed is not None and n < tasks_needed:
+        out.append(
+            f"fewer tasks than the power analysis asked for: {n} paired tasks, {tasks_needed} needed for 80% power"
+        )
+    return list(dict.fromkeys(out))
 
 
 def retention_from_table(
@@ -370,93 +839,270 @@ def retention_from_table(
     population: dict[str, int] | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
-    q: float = stats.Z95,
+    quantile: str = "z",
+    tasks_needed: int | None = None,
 ) -> RetentionResult:
     """Every §1 estimator from a tidy table with columns task, stratum, model, env, run, success
-    (+ optional ``judged``: the judge's verdict, which gives R_JJ when clone rows have it)."""
+    (+ optional ``judged``: the judge's verdict, which gives R_JJ when clone rows have it; + optional
+    ``app`` for per-app tests).
+
+    The headline estimand is R_pop when ``population`` is given (and identifiable), else R_signal
+    when the table has a signal stratum, else R_sample — a choice by design, never by result.
+    ``quantile`` is Fieller's q: ``z`` (normal) or ``t`` (n − 1 df, for few tasks).
+    ``tasks_needed`` (from the selection's power analysis) warns when fewer tasks were run.
+    """
     check_columns(df, RETENTION_COLUMNS, "retention")
     rng = np.random.default_rng(seed)
-    per_task, dropped = per_task_rates(df, base, trained, clone_env, real_env)
+    rates = paired_rates(df, base, trained, clone_env, real_env)
+    per_task = rates.frame
+    per_task.attrs["models"] = (base, trained)
     n = len(per_task)
     if n < 2:
         raise AnalysisError(
             f"only {n} task(s) have runs of both models on both sides",
             hint="retention needs at least 2 paired tasks",
         )
+    notes: list[str] = []
+    common = dict(clone_env=clone_env, real_env=real_env, quantile=quantile, n_resamples=n_resamples, rng=rng)
+    estimands: dict[Estimand, EstimandResult] = {}
+    signal_tasks = per_task[per_task["stratum"] == SIGNAL_STRATUM]
+    has_signal = len(signal_tasks) > 0
+    if has_signal:
+        estimands[Estimand.SIGNAL] = _estimand(Estimand.SIGNAL, signal_tasks, population=None, **common)  # type: ignore[arg-type]
+    else:
+        estimands[Estimand.SIGNAL] = EstimandResult(
+            Estimand.SIGNAL,
+            None,
+            None,
+            None,
+            None,
+            [],
+            0,
+            f"not computed: no task is in the signal stratum ({SIGNAL_STRATUM!r}); give strata with --tasks",
+        )
+    estimands[Estimand.SAMPLE] = _estimand(Estimand.SAMPLE, per_task, population=None, **common)  # type: ignore[arg-type]
+    headline = Estimand.SIGNAL if has_signal and len(signal_tasks) >= 2 else Estimand.SAMPLE
+    if population:
+        try:
+            estimands[Estimand.POPULATION] = _estimand(
+                Estimand.POPULATION,
+                per_task,
+                population=population,
+                **common,  # type: ignore[arg-type]
+            )
+            headline = Estimand.POPULATION
+        except NotIdentifiable as exc:
+            # The other estimands still stand; say why R_pop is missing instead of failing.
+            log.warning("R_pop not reported: %s", exc.message)
+            notes.append(f"R_pop not reported: {exc.message}")
+            estimands[Estimand.POPULATION] = EstimandResult(
+                Estimand.POPULATION, None, None, None, None, [], n, f"not identifiable: {exc.message}"
+            )
     g_s = per_task["g_s"].to_numpy()
     g_d = per_task["g_d"].to_numpy()
     strata = per_task["stratum"].astype(str).to_numpy()
-    r = ratio_of_means(g_d, g_s, strata=strata, label="R", q=q, n_resamples=n_resamples, rng=rng)
+    q = _quantile(quantile, n)
     slope = ratio_of_means(
         g_d * g_s, g_s * g_s, strata=strata, label="slope", q=q, n_resamples=n_resamples, rng=rng
     )
-    notes: list[str] = []
-    r_pop = None
-    if population:
-        try:
-            r_pop = ratio_of_means(
-                g_d,
-                g_s,
-                strata=strata,
-                population=population,
-                label="R_pop",
-                q=q,
-                n_resamples=n_resamples,
-                rng=rng,
-            )
-        except NotIdentifiable as exc:
-            # R still stands; say why R_pop is missing instead of failing the whole analysis.
-            log.warning("R_pop not reported: %s", exc.message)
-            notes.append(f"R_pop not reported: {exc.message}")
-    r_jj = None
-    if "judged" in df.columns:
-        # Both sides judged: where the device side has ground truth too (virtual phones, labels),
-        # the judge's verdict is still the one used, so R_JJ isolates the judge's own effect.
-        judged = df.assign(success=df["judged"])
-        on_real = judged["env"] == real_env
-        judged.loc[on_real & judged["success"].isna(), "success"] = df.loc[
-            on_real & judged["success"].isna(), "success"
-        ]
-        has_clone_judged = judged.loc[judged["env"] == clone_env, "success"].notna().any()
-        if has_clone_judged:
-            pj, _ = per_task_rates(judged, base, trained, clone_env, real_env)
-            if len(pj) >= 2:
-                r_jj = ratio_of_means(
-                    pj["g_d"].to_numpy(),
-                    pj["g_s"].to_numpy(),
-                    strata=pj["stratum"].astype(str).to_numpy(),
-                    label="R_JJ",
-                    q=q,
-                    n_resamples=n_resamples,
-                    rng=rng,
-                )
-    gap = g_s - g_d
-    rates = {
+    r_jj = _retention_jj(df, base, trained, clone_env, real_env, q, n_resamples, rng)
+    success = {
         env: {
             base: float(per_task[f"p_{side}_b"].mean()),
             trained: float(per_task[f"p_{side}_r"].mean()),
         }
         for env, side in ((clone_env, "s"), (real_env, "d"))
     }
-    tests = [_paired_test(per_task, "s", clone_env, rng), _paired_test(per_task, "d", real_env, rng)]
+    warnings = _warnings(estimands, per_task, tasks_needed)
+    if rates.dropped:
+        warnings.append(
+            f"{len(rates.dropped)} task(s) dropped for lacking runs of both models on both sides: "
+            + ", ".join(d.task for d in rates.dropped[:10])
+            + (" …" if len(rates.dropped) > 10 else "")
+        )
+    correction = None
+    if "judged" in df.columns:
+        try:
+            correction = _judge_correction(
+                df,
+                per_task,
+                estimands[headline],
+                base,
+                trained,
+                clone_env,
+                real_env,
+                population,
+                q,
+                n_resamples,
+                rng,
+            )
+        except AnalysisError as exc:
+            notes.append(f"judge-corrected retention not computed: {exc.message}")
     return RetentionResult(
+        judge_correction=correction,
         base=base,
         trained=trained,
         clone_env=clone_env,
         real_env=real_env,
         n_tasks=n,
-        dropped_tasks=dropped,
-        success_rates=rates,
-        gain_clone=_mean_ci(g_s, r.v_bb, q),
-        gain_real=_mean_ci(g_d, r.v_aa, q),
-        transfer_gap=_mean_ci(gap, r.v_aa + r.v_bb - 2 * r.v_ab, q),
-        retention=r,
+        dropped=rates.dropped,
+        strata_after_drop=rates.strata_after_drop,
+        success_rates=success,
+        headline=headline,
+        estimands=estimands,
         slope=slope,
-        retention_pop=r_pop,
         retention_jj=r_jj,
-        tests=tests,
+        subgroup_tests=_subgroup_tests(per_task, rng),
         per_task=per_task,
+        warnings=warnings,
         notes=notes,
+    )
+
+
+def _retention_jj(
+    df: pd.DataFrame,
+    base: str,
+    trained: str,
+    clone_env: str,
+    real_env: str,
+    q: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> RatioEstimate | None:
+    """R with both sides scored by the judge (§3: judge error on one side only lowers R)."""
+    if "judged" not in df.columns:
+        return None
+    # Where the device side has ground truth too (virtual phones, labels), the judge's verdict is
+    # still the one used, so R_JJ isolates the judge's own effect.
+    judged = df.assign(success=df["judged"])
+    on_real = judged["env"] == real_env
+    judged.loc[on_real & judged["success"].isna(), "success"] = df.loc[
+        on_real & judged["success"].isna(), "success"
+    ]
+    if not judged.loc[judged["env"] == clone_env, "success"].notna().any():
+        return None
+    pj = paired_rates(judged, base, trained, clone_env, real_env).frame
+    if len(pj) < 2:
+        return None
+    return ratio_of_means(
+        pj["g_d"].to_numpy(),
+        pj["g_s"].to_numpy(),
+        strata=pj["stratum"].astype(str).to_numpy(),
+        label="R_JJ",
+        q=q,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+
+
+def _se_sp(rows: pd.DataFrame) -> tuple[float, float] | None:
+    truth = rows["truth"].astype(bool).to_numpy()
+    judged = rows["judged"].astype(bool).to_numpy()
+    if truth.all() or not truth.any():
+        return None
+    return float(judged[truth].mean()), float((~judged[~truth]).mean())
+
+
+def _judge_correction(
+    df: pd.DataFrame,
+    per_task: pd.DataFrame,
+    headline: EstimandResult,
+    base: str,
+    trained: str,
+    clone_env: str,
+    real_env: str,
+    population: dict[str, int] | None,
+    q: float,
+    n_resamples: int,
+    rng: np.random.Generator,
+) -> JudgeCorrection | None:
+    rows = df[df["model"].isin([base, trained])].copy()
+    rows["judged"] = parse_bool_column(rows["judged"])
+    rows["truth"] = parse_bool_column(rows["success"])
+    if "success_source" in rows.columns:
+        # A success that is itself the judge's verdict is no ground truth for the judge.
+        rows.loc[rows["success_source"].astype(str) == "judge", "truth"] = None
+    real = rows[(rows["env"] == real_env) & rows["judged"].notna()]
+    if real.empty:
+        return None
+    validation = rows.dropna(subset=["truth", "judged"])
+    se: dict[str, float] = {}
+    sp: dict[str, float] = {}
+    sources = []
+    for model in (base, trained):
+        here = validation[validation["model"] == model]
+        got = _se_sp(here[here["env"] == real_env])
+        where = real_env
+        if got is None:
+            got, where = _se_sp(here[here["env"] == clone_env]), f"{clone_env} (verifier)"
+        if got is None:
+            raise AnalysisError(
+                f"no episodes of {model} with both outcomes and the judge's verdict to estimate Se/Sp"
+            )
+        se[model], sp[model] = got
+        if got[0] + got[1] <= 1:
+            raise AnalysisError(f"the judge is no better than chance for {model} (Se + Sp ≤ 1)")
+        sources.append(f"{model}: {where}")
+    q_rates = (
+        real.assign(judged=real["judged"].astype(float))
+        .groupby(["task", "model"])["judged"]
+        .mean()
+        .unstack("model")
+    )
+    tasks = [t for t in per_task.index if t in q_rates.index and q_rates.loc[t].notna().all()]
+    if headline.estimand is Estimand.SIGNAL:
+        tasks = [t for t in tasks if per_task.loc[t, "stratum"] == SIGNAL_STRATUM]
+    if len(tasks) < 2:
+        return None
+    pt = per_task.loc[tasks]
+    qb = q_rates.loc[tasks, base].to_numpy(float)
+    qr = q_rates.loc[tasks, trained].to_numpy(float)
+
+    def corrected(qv: np.ndarray, model: str) -> np.ndarray:
+        # Per task and unclipped: the mean of the corrected rates is the corrected mean (linear).
+        return (qv + sp[model] - 1) / (se[model] + sp[model] - 1)
+
+    g_judged = qr - qb
+    g_corr = corrected(qr, trained) - corrected(qb, base)
+    strata = pt["stratum"].astype(str).to_numpy()
+    pop = population if headline.estimand is Estimand.POPULATION else None
+    r_j = ratio_of_means(
+        g_judged,
+        pt["g_s"].to_numpy(),
+        strata=strata,
+        population=pop,
+        label="R (device judged)",
+        q=q,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    r_c = ratio_of_means(
+        g_corr,
+        pt["g_s"].to_numpy(),
+        strata=strata,
+        population=pop,
+        label="R (judge-corrected)",
+        q=q,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    p_b = float(np.clip(r_c.weights_mean(corrected(qb, base), strata), 0, 1))
+    p_r = float(np.clip(r_c.weights_mean(corrected(qr, trained), strata), 0, 1))
+    formula = gain_bias(p_b, p_r, (1 - sp[base], 1 - sp[trained]), (1 - se[base], 1 - se[trained]))
+    n = len(tasks)
+    return JudgeCorrection(
+        estimand=headline.estimand.value,
+        se=se,
+        sp=sp,
+        source="; ".join(sources),
+        judged=r_j,
+        corrected=r_c,
+        gain_real_judged=_mean_ci(r_j.numerator, r_j.v_aa, q, n),
+        gain_real_corrected=_mean_ci(r_c.numerator, r_c.v_aa, q, n),
+        bias_in_gain=r_j.numerator - r_c.numerator,
+        bias_formula=formula,
+        n_tasks=n,
+        note="Se/Sp treated as known: the corrected interval leaves out their uncertainty",
     )
 
 

@@ -279,6 +279,13 @@ class SelectionResult:
     controls_false_accept_bound: float | None = None
     power: PowerEstimate | None = None
     notes: list[str] = field(default_factory=list)
+    spread_source: str = ""
+    spread_z: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def allocation(self) -> Allocation | None:
+        """The allocation drawn (Neyman only when the spread of z was known)."""
+        return self.neyman if self.method == "neyman" else self.proportional
 
     def task_list(self) -> dict[str, Any]:
         """The signal-task list the farm runner reads."""
@@ -290,6 +297,7 @@ class SelectionResult:
             "allocation": self.method,
             "budget_hours": self.budget_hours,
             "population": self.population,
+            "power": None if self.power is None else self.power.to_dict(),
             "tasks": [t.to_dict() for t in self.selected],
         }
 
@@ -303,6 +311,8 @@ class SelectionResult:
             "screen": None if self.screen is None else self.screen.to_dict(),
             "allocation": {
                 "method": self.method,
+                "spread_source": self.spread_source,
+                "spread_z": self.spread_z,
                 "proportional": None if self.proportional is None else self.proportional.to_dict(),
                 "neyman": None if self.neyman is None else self.neyman.to_dict(),
             },
@@ -368,11 +378,18 @@ def select_tasks(
     replay_k: int = 3,
     min_controls: int = 0,
     seed: int = 0,
+    pilot: pd.DataFrame | None = None,
+    prior_sz: dict[str, float] | None = None,
 ) -> SelectionResult:
     """Classify, screen, allocate and draw the signal-task sample (METHODS §2).
 
     ``min_controls`` raises the both-fail sample (the stable-failure controls) to at least that
     many tasks where the stratum has them: n controls without a false accept bound FPR ≤ 3/n.
+
+    Neyman allocation needs S_{z,h}, the spread of z = g_d − R·g_s within each stratum — what only
+    device runs show. It comes from ``prior_sz`` (the user's guess per stratum) or a ``pilot``
+    (a retention table of a small first phone batch: task, model, env clone/real, success). Without
+    either the allocation is proportional, and the result says why.
     """
     if method not in ("neyman", "proportional"):
         raise ConfigError(f"unknown allocation {method!r}", hint="neyman or proportional")
@@ -415,7 +432,6 @@ def select_tasks(
         else 90.0
     )
     cost_h: dict[str, float] = {}
-    s_h: dict[str, float] = {}
     for h in population:
         members = pool[pool["stratum"] == h]
         secs = episode_seconds
@@ -426,12 +442,22 @@ def select_tasks(
                 else default_secs
             )
         cost_h[h] = runs_per_model * 2 * secs / 3600.0
-        # S_{z,h} from the clone: the spread of clone gains within the stratum.
-        s_h[h] = float(members["g_s"].std(ddof=1)) if len(members) > 1 else 0.0
+    s_h, spread_source = spread_of_z(pool, population, base, trained, pilot, prior_sz)
+    if method == "neyman" and s_h is None:
+        notes.append(
+            "allocation is proportional: Neyman allocation needs the spread of z = g_d − R·g_s per stratum, "
+            "which only device runs show (the clone-gain spread is zero by construction in both-pass and "
+            "both-fail); pass a pilot phone batch (--pilot) or a prior (--prior-sz)"
+        )
+        method = "proportional"
     floors = {Stratum.BOTH_FAIL.value: min_controls} if min_controls else None
-    prop = _budget_allocation(population, s_h, cost_h, budget_hours, "proportional", min_per_stratum, floors)
-    ney = _budget_allocation(population, s_h, cost_h, budget_hours, "neyman", min_per_stratum, floors)
-    chosen = ney if method == "neyman" else prop
+    prop = _budget_allocation(population, {}, cost_h, budget_hours, "proportional", min_per_stratum, floors)
+    ney = (
+        _budget_allocation(population, s_h, cost_h, budget_hours, "neyman", min_per_stratum, floors)
+        if s_h is not None
+        else None
+    )
+    chosen = ney if method == "neyman" and ney is not None else prop
     selected: list[SelectedTask] = []
     for h, n_h in chosen.as_dict().items():
         members = pool[pool["stratum"] == h].index.to_numpy()
@@ -462,7 +488,54 @@ def select_tasks(
         controls_false_accept_bound=bound,
         power=power,
         notes=notes,
+        spread_source=spread_source,
+        spread_z=s_h or {},
     )
+
+
+def spread_of_z(
+    pool: pd.DataFrame,
+    population: dict[str, int],
+    base: str,
+    trained: str,
+    pilot: pd.DataFrame | None,
+    prior_sz: dict[str, float] | None,
+) -> tuple[dict[str, float] | None, str]:
+    """S_{z,h} per stratum and where it came from; None when nothing tells it (§2.3)."""
+    if prior_sz:
+        missing = [h for h in population if h not in prior_sz]
+        if missing:
+            raise ConfigError(f"--prior-sz lacks strata {missing}", hint="give every stratum a spread")
+        return {h: float(prior_sz[h]) for h in population}, "prior given by the user"
+    if pilot is None:
+        return None, "none: no pilot and no prior"
+    from analysis.retention import paired_rates
+
+    rates = paired_rates(pilot.assign(stratum="all"), base, trained, "clone", "real").frame
+    rates = rates[rates.index.astype(str).isin(pool.index)]
+    if len(rates) < 2:
+        raise AnalysisError(
+            f"the pilot has {len(rates)} task(s) with both models on both sides among the candidates",
+            hint="run a first phone batch of at least 2 tasks per stratum",
+        )
+    g_s, g_d = rates["g_s"].to_numpy(), rates["g_d"].to_numpy()
+    r_hat = float(g_d.sum() / g_s.sum()) if g_s.sum() > 0 else 1.0
+    z = pd.Series(g_d - r_hat * g_s, index=rates.index.astype(str))
+    stratum = pool.loc[z.index, "stratum"]
+    pooled = float(z.std(ddof=1))
+    out: dict[str, float] = {}
+    borrowed = []
+    for h in population:
+        zh = z[stratum == h]
+        if len(zh) >= 2:
+            out[h] = float(zh.std(ddof=1))
+        else:
+            out[h] = pooled
+            borrowed.append(h)
+    source = f"pilot of {len(rates)} tasks on phones (R̂ = {r_hat:.2f})"
+    if borrowed:
+        source += f"; strata {borrowed} have < 2 pilot tasks and use the pooled spread"
+    return out, source
 
 
 def _power(sel: pd.DataFrame, m: int) -> PowerEstimate:

@@ -37,6 +37,9 @@ __all__ = [
     "double_sampling",
     "double_sampling_variance",
     "fieller",
+    "fieller_set",
+    "format_interval",
+    "format_set",
     "gain_bias",
     "holm",
     "icc",
@@ -360,6 +363,60 @@ def fieller(
     denom = b * b - q * q * v_bb
     root = math.sqrt(disc)
     return ((mid - root) / denom, (mid + root) / denom)
+
+
+def fieller_set(
+    a: float, b: float, v_aa: float, v_bb: float, v_ab: float, q: float = 1.96
+) -> list[tuple[float, float]]:
+    """The exact Fieller confidence set {θ : (a − θb)² ≤ q²·Var(a − θb)} as a list of intervals
+    (±inf for unbounded ends; §1). One bounded interval when g < 1; when g ≥ 1 two half-lines
+    (−∞, r₁] ∪ [r₂, ∞) or the whole line — the set a "not estimable" ratio really has."""
+    qq = q * q
+    big_a = b * b - qq * v_bb
+    big_b = a * b - qq * v_ab
+    big_c = a * a - qq * v_aa
+    inf = math.inf
+    scale = max(b * b, qq * v_bb, 1e-300)
+    if abs(big_a) <= 1e-12 * scale:
+        if big_b > 0:
+            return [(big_c / (2 * big_b), inf)]
+        if big_b < 0:
+            return [(-inf, big_c / (2 * big_b))]
+        return [(-inf, inf)] if big_c <= 0 else []
+    disc = big_b * big_b - big_a * big_c
+    if big_a > 0:
+        root = math.sqrt(max(disc, 0.0))
+        return [((big_b - root) / big_a, (big_b + root) / big_a)]
+    if disc <= 0:
+        return [(-inf, inf)]
+    root = math.sqrt(disc)
+    lo, hi = sorted(((big_b + root) / big_a, (big_b - root) / big_a))
+    return [(-inf, lo), (hi, inf)]
+
+
+def format_interval(ci: Sequence[float] | None, pct: bool = False, digits: int = 3) -> str:
+    """``[lo, hi]`` with infinite ends written ∞ (open brackets there), never a dash."""
+    if ci is None:
+        return "—"
+
+    def one(v: float) -> str:
+        if math.isinf(v):
+            return "∞" if v > 0 else "−∞"
+        if math.isnan(v):
+            return "undefined"
+        return f"{100 * v:.1f}%" if pct else f"{v:.{digits}f}"
+
+    lo, hi = float(ci[0]), float(ci[1])
+    left = "(" if math.isinf(lo) else "["
+    right = ")" if math.isinf(hi) else "]"
+    return f"{left}{one(lo)}, {one(hi)}{right}"
+
+
+def format_set(pieces: Sequence[Sequence[float]], digits: int = 3) -> str:
+    """A union of intervals, e.g. ``(−∞, 0.117] ∪ [0.849, ∞)``; ∅ when empty."""
+    if not pieces:
+        return "∅"
+    return " ∪ ".join(format_interval(p, digits=digits) for p in pieces)
 
 
 def fieller_g(b: float, v_bb: float, q: float = 1.96) -> float:

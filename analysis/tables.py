@@ -153,6 +153,8 @@ def resolve_outcomes(episodes: pd.DataFrame, verdicts: pd.DataFrame, judge: str 
     ep["success"] = ep["success"].astype(object)
     missing = ep["success"].isna()
     ep.loc[missing, "success"] = ep.loc[missing, "key"].map(checks)
+    # Where the outcome came from: ground truth (verifier, checks) or the judge standing in.
+    ep["success_source"] = np.where(ep["success"].isna(), "judge", "truth")
     ep["judged"] = pd.Series([None] * len(ep), index=ep.index, dtype=object)
     if judge is not None:
         j = _latest(verdicts, "judge", judge)
@@ -183,6 +185,8 @@ def retention_table_from_stores(
             "env": ep["env"].astype(str),
             "success": ep["success"].astype(bool),
             "judged": ep["judged"],
+            "success_source": ep["success_source"],
+            "app": ep["app"].astype(str) if "app" in ep else "(unknown)",
         }
     )
     out["run"] = out.groupby(["task", "model", "env"]).cumcount()

@@ -262,7 +262,11 @@ class PhoneTarget:
             # What a lab does by hand before a session on a real phone: put the account in the
             # task's start state. A virtual phone's app is a (drifted) clone, so it can be exact.
             self.virtual_control.provision(
-                package, instance.task.clone.setup.model_dump(mode="json"), instance.params
+                package,
+                instance.task.clone.setup.model_dump(mode="json"),
+                instance.params,
+                # the drift an episode sees depends on the episode, not on which phone took it
+                episode=f"{instance.task.id}:{instance.seed}",
             )
         self._launch(package)
         self._ensure_logged_in()

@@ -552,6 +552,15 @@ def select_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the signal-task list (.json or .yaml)")
     ] = None,
+    pilot: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--pilot", help="A first phone batch (run stores or a retention table): Neyman's spread of z"
+        ),
+    ] = None,
+    prior_sz: Annotated[
+        str | None, typer.Option("--prior-sz", help="Your guess of the spread of z per stratum: gain=0.3,...")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Stratify tasks by clone outcomes, screen reproducibility, allocate the device budget."""
@@ -579,6 +588,8 @@ def select_cmd(
             controls=controls,
             seed=seed,
             out=out,
+            pilot=pilot or [],
+            prior_sz=prior_sz,
             as_json=as_json,
             console=console,
         )
@@ -594,13 +605,34 @@ def audit_cmd(
         bool, typer.Option("--sampled-by-verdict", help="Validation drawn by judge verdict: double sampling")
     ] = False,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    plan_labels: Annotated[
+        int | None,
+        typer.Option("--plan-labels", min=1, help="Plan which N unlabelled episodes people should label"),
+    ] = None,
+    plan_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan-out", help="Where to write the plan (default: label-plan.json in the first store)"
+        ),
+    ] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="Judge the labelling plan is for")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections."""
+    """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections.
+    With --plan-labels N: which N episodes to label (double sampling by judge verdict and side)."""
     from analysis.analysis_commands import audit_command
 
     inputs = [table] if table is not None else list(runs or [])
-    audit_command(inputs, sampled_by_verdict=sampled_by_verdict, seed=seed, as_json=as_json, console=console)
+    audit_command(
+        inputs,
+        sampled_by_verdict=sampled_by_verdict,
+        seed=seed,
+        plan_labels=plan_labels,
+        plan_out=plan_out,
+        judge=judge,
+        as_json=as_json,
+        console=console,
+    )
 
 
 @app.command("retention")
@@ -630,6 +662,9 @@ def retention_cmd(
         int, typer.Option("--resamples", min=0, help="Bootstrap resamples (0 = none)")
     ] = 10_000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    quantile: Annotated[
+        str, typer.Option("--quantile", help="Fieller's q: z, or t with n − 1 df (few tasks)")
+    ] = "z",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Gain retention R = mean device gain / mean clone gain with Fieller, delta and BCa intervals."""
@@ -648,6 +683,7 @@ def retention_cmd(
         real_env=real_env,
         resamples=resamples,
         seed=seed,
+        quantile=quantile,
         as_json=as_json,
         console=console,
     )

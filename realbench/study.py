@@ -252,7 +252,12 @@ class Study:
         )
         self.retention = data
         r = data.get("retention")
-        return f"R = {r:.2f}" if isinstance(r, float) else "retention not estimable"
+        label = {"signal": "R_signal", "sample": "R_sample", "population": "R_pop"}.get(
+            data.get("estimand", ""), "R"
+        )
+        return (
+            f"{label} = {r:.2f}" if isinstance(r, float) else f"{label} not estimable: {data.get('reason')}"
+        )
 
     def report(self) -> str:
         from analysis.analysis_commands import report_command

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from analysis.audit import audit_table
 from analysis.fakes import FakeDeterministicReplayer, FakeFlakyReplayer
-from analysis.retention import retention_from_table
+from analysis.retention import Estimand, retention_from_table
 from analysis.selection import RecordedTrace, classify_tasks, select_tasks
 from analysis.tables import (
     StoreSet,
@@ -40,17 +40,20 @@ def cli_json(args: list[str]) -> dict:
 def test_retention_is_ratio_of_mean_gains():
     df = retention_frame(40, runs=3, seed=1)
     res = retention_from_table(df, base=BASE, trained=TRAINED, n_resamples=2000)
+    # R_sample: every sampled task, unweighted (the headline here is R_signal: the table has a gain stratum)
+    sample = res.estimands[Estimand.SAMPLE]
+    assert res.headline is Estimand.SIGNAL
     rates = df.groupby(["task", "env", "model"])["success"].mean().unstack(["env", "model"])
     g_s = rates[("clone", TRAINED)] - rates[("clone", BASE)]
     g_d = rates[("real", TRAINED)] - rates[("real", BASE)]
-    assert res.retention.estimate == pytest.approx(g_d.mean() / g_s.mean())
-    assert res.gain_clone.mean == pytest.approx(g_s.mean())
-    assert res.transfer_gap.mean == pytest.approx(g_s.mean() - g_d.mean())
+    assert sample.ratio.estimate == pytest.approx(g_d.mean() / g_s.mean())
+    assert sample.gain_clone.mean == pytest.approx(g_s.mean())
+    assert sample.transfer_gap.mean == pytest.approx(g_s.mean() - g_d.mean())
     assert res.slope.estimate == pytest.approx((g_d * g_s).sum() / (g_s**2).sum())
-    lo, hi = res.retention.fieller_ci
-    assert lo < res.retention.estimate < hi
-    assert res.retention.bca_ci[0] < res.retention.estimate < res.retention.bca_ci[1]
-    assert {t.method for t in res.tests} == {"sign-flip"}
+    lo, hi = sample.ratio.fieller_ci
+    assert lo < sample.ratio.estimate < hi
+    assert sample.ratio.bca_ci[0] < sample.ratio.estimate < sample.ratio.bca_ci[1]
+    assert {t.method for t in sample.tests} == {"sign-flip"}
 
 
 def test_retention_one_run_uses_mcnemar_and_drops_unpaired():
@@ -58,8 +61,9 @@ def test_retention_one_run_uses_mcnemar_and_drops_unpaired():
     df = df[~((df["task"] == "task000") & (df["env"] == "real"))]
     res = retention_from_table(df, base=BASE, trained=TRAINED, n_resamples=0)
     assert res.dropped_tasks == ["task000"] and res.n_tasks == 29
-    assert {t.method for t in res.tests} == {"mcnemar-exact"}
-    real = next(t for t in res.tests if t.env == "real")
+    sample = res.estimands[Estimand.SAMPLE]
+    assert {t.method for t in sample.tests} == {"mcnemar-exact"}
+    real = next(t for t in sample.tests if t.env == "real")
     pt = res.per_task
     assert real.discordant_b == int(((pt["p_d_r"] == 1) & (pt["p_d_b"] == 0)).sum())
 
@@ -222,7 +226,10 @@ def test_selection_fits_budget_and_writes_task_list(tmp_path: Path):
     df = selection_frame()
     res = select_tasks(df, base=BASE, trained=TRAINED, budget_hours=3.0, runs_per_model=3, min_controls=8)
     assert res.planned_hours <= 3.0
-    alloc = res.neyman.as_dict()
+    # No pilot and no prior: Neyman cannot know the spread of z, so the allocation is proportional.
+    assert res.method == "proportional" and res.neyman is None
+    assert any("allocation is proportional" in n for n in res.notes)
+    alloc = res.allocation.as_dict()
     assert all(n >= 2 for n in alloc.values())
     assert alloc["both-fail"] >= 8 and res.controls_false_accept_bound == pytest.approx(
         3 / alloc["both-fail"]

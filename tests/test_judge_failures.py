@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from realbench.judge.judge_run import judge_run
 
 from realbench.agents.fake_server import FAKE_MODEL, FakeModelServer, Reply
 from realbench.episode import EndReason, EpisodeResult, StepRecord
 from realbench.errors import ModelError
+from realbench.judge.judge_run import judge_run
 from realbench.observation import ImageFormat
 from realbench.outcome import Outcome
 from realbench.store import EpisodeKey, RunStore

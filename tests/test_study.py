@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis.tables import StoreSet, resolve_outcomes
 from realbench.outcome import VerdictSource
 from realbench.store import RunStore
 from realbench.study import Study, StudyConfig
@@ -74,3 +75,34 @@ def test_rerun_resumes_without_new_episodes(study):
     Study(config).run()
     after = {p: len(RunStore(study.out / p, create=False).episodes_frame()) for p in stores}
     assert after == before
+
+
+@pytest.mark.timeout(1200)  # a second whole study, on a loaded machine
+def test_same_seed_gives_the_same_study(study, tmp_path_factory):
+    """Episodes land on different virtual phones when the rig has 2 phones instead of 4; an
+    episode's drift follows the episode, so the outcomes and the analysis are the same."""
+    tasks = sorted(set(RunStore(study.out / "clone", create=False).episodes_frame()["task"]))
+    config = StudyConfig(
+        out=tmp_path_factory.mktemp("study-again"),
+        tasks=tasks,
+        clone_repeats=2,
+        real_repeats=1,
+        budget_hours=1.0,
+        phones=2,
+        progress=False,
+    )
+    again = Study(config).run()
+
+    def outcomes(root: Path) -> dict[tuple[str, str, str], tuple[object, ...]]:
+        """Per episode: how it ended, its steps and its resolved success (truth, checks, judge)."""
+        with StoreSet([root / "real"]) as ss:
+            frame = resolve_outcomes(ss.episodes(), ss.verdicts(), "synthetic:judge")
+        ids = frame["episode_id"].str.split("/", n=1).str[1]
+        values = zip(frame["outcome"], frame["steps"], frame["success"], strict=True)
+        return dict(zip(zip(frame["task"], frame["model"], ids, strict=True), values, strict=True))
+
+    assert outcomes(again.out) == outcomes(study.out)
+    first = json.loads((study.out / "retention.json").read_text())
+    second = json.loads((again.out / "retention.json").read_text())
+    assert first["estimand"] == second["estimand"]
+    assert first["estimands"] == second["estimands"]

@@ -1,7 +1,9 @@
 """App screens of a virtual phone rendered by the clones: a clone-server session in a Chromium page.
 
 `com.MobileTicket` shows the `train_ticketing` clone and `com.chinamworld.main` the `bank` clone,
-each with the phone's drift profile (seeded per phone). The browser package shows the undrifted
+each with the phone's drift profile. When a task is provisioned for an episode, the drift's seed
+is a function of the episode (task and instance seed), not of the phone: which phone of a rig
+takes an episode then changes nothing it shows, so the same seed gives the same study. The browser package shows the undrifted
 clone (the clone-on-phone target): the page of the URL it was started with when that URL is a
 clone-server page (`http://HOST:PORT/s/SESSION`), else a fresh undrifted session of the first clone.
 
@@ -10,6 +12,7 @@ One clone server and one Chromium serve every phone of a process; each app is on
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import re
@@ -37,6 +40,12 @@ CSS_WIDTH = 412
 DRIFT_OVERLAY_IDS = ("rb_launch_ad", "rb_update_dialog", "rb_notification_prompt")
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
 _CLONE_URL = re.compile(r"^(https?://[^/]+)/s/([A-Za-z0-9_-]+)")
+
+
+def episode_drift(drift: dict[str, Any], episode: str) -> dict[str, Any]:
+    """The phone's drift profile with a seed drawn from the episode key (stable across processes)."""
+    digest = hashlib.sha256(f"{drift['profile']}:{episode}".encode()).digest()
+    return {**drift, "seed": int.from_bytes(digest[:4], "little")}
 
 
 def css_width_for(width: int, height: int) -> int:
@@ -105,6 +114,7 @@ class CloneAppScreen:
         self.package = package
         self.clone_name = clone_name
         self.drift = drift
+        self.phone_drift = drift  # the profile; episodes draw their own seeds from it
         self.width = width
         self.height = height
         css_w = css_width_for(width, height)
@@ -174,11 +184,19 @@ class CloneAppScreen:
         if self.device is not None and self.session is not None:
             self.device.stop_app(self.device.clone.package)
 
-    def provision(self, setup: dict[str, Any], params: dict[str, Any]) -> None:
+    def provision(self, setup: dict[str, Any], params: dict[str, Any], episode: str | None = None) -> None:
         """Put the app's account in a task's start state (what a lab does by hand on a real phone),
-        keeping the phone's drift: the clone builds the state from the task's clone setup."""
-        if self.session is None or not self._owns_session:
+        keeping the phone's drift profile: the clone builds the state from the task's clone setup.
+        With ``episode`` the drift's seed comes from the episode, so any phone shows it the same."""
+        if episode is not None and isinstance(self.phone_drift, dict):
+            wanted = episode_drift(self.phone_drift, episode)
+            if wanted != self.drift:
+                self.drift = wanted
+                if self._owns_session and self.session is not None:
+                    self._delete_session()
+        if not self._owns_session:
             self.close()
+        if self.session is None:
             self.start()
         screen = self._api(
             "POST", f"/api/sessions/{self.session}/restore", {"setup": setup, "params": params}
@@ -211,15 +229,19 @@ class CloneAppScreen:
             screen = self._api("POST", f"/api/sessions/{self.session}/restore", {"setup": {}})
             self.device.show(screen)
 
+    def _delete_session(self) -> None:
+        try:
+            self._api("DELETE", f"/api/sessions/{self.session}")
+        except DeviceError as exc:
+            log.debug("deleting session: %s", exc)
+        self.session = None
+
     def close(self) -> None:
         if self.device is not None:
             self.device.close()
             self.device = None
         if self.session is not None and self._owns_session:
-            try:
-                self._api("DELETE", f"/api/sessions/{self.session}")
-            except DeviceError as exc:
-                log.debug("deleting session: %s", exc)
+            self._delete_session()
         self.session = None
 
     # --- screen ---

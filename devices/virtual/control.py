@@ -112,7 +112,7 @@ class ControlServer:
             req = json.loads(body or b"{}")
             try:
                 await phone.provision_async(
-                    str(req["package"]), req.get("setup") or {}, req.get("params") or {}
+                    str(req["package"]), req.get("setup") or {}, req.get("params") or {}, req.get("episode")
                 )
             except (KeyError, ConfigError, DeviceError) as exc:
                 return 400, {"error": str(exc)}
@@ -169,9 +169,15 @@ class PhoneControl:
     def drop_connection(self) -> int:
         return int(self._call("POST", "drop")["dropped"])
 
-    def provision(self, package: str, setup: dict[str, Any], params: dict[str, Any]) -> None:
-        """Put an app in a task's start state (virtual phones only; a lab prepares real phones)."""
-        self._call("POST", "provision", {"package": package, "setup": setup, "params": params})
+    def provision(
+        self, package: str, setup: dict[str, Any], params: dict[str, Any], episode: str | None = None
+    ) -> None:
+        """Put an app in a task's start state (virtual phones only; a lab prepares real phones).
+        ``episode`` keys the app's drift to the episode rather than to the phone."""
+        body: dict[str, Any] = {"package": package, "setup": setup, "params": params}
+        if episode is not None:
+            body["episode"] = episode
+        self._call("POST", "provision", body)
 
     def app_state(self, package: str) -> dict[str, Any]:
         """The app's clone state: ground truth for verifying episodes run on a virtual phone."""

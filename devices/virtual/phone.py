@@ -384,13 +384,18 @@ class VirtualPhone:
             **ui_state,
         }
 
-    async def provision_async(self, package: str, setup: dict[str, Any], params: dict[str, Any]) -> None:
+    async def provision_async(
+        self, package: str, setup: dict[str, Any], params: dict[str, Any], episode: str | None = None
+    ) -> None:
         def run() -> None:
             source = self.ui.source(package)
             provision = getattr(source, "provision", None)
             if provision is None:
                 raise ConfigError(f"{package} on {self.name} shows static screens: it cannot be provisioned")
-            provision(setup, params)
+            if episode is None:
+                provision(setup, params)
+            else:
+                provision(setup, params, episode=episode)
 
         await self.ui_call(run)
 
