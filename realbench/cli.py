@@ -601,6 +601,23 @@ def judge_cmd(
     console.print_json(json.dumps(summary))
 
 
+@app.command("parse-action")
+def parse_action_cmd(
+    text: Annotated[str, typer.Argument(help="The model output, as the model wrote it ('-' reads stdin)")],
+    fmt: Annotated[str, typer.Option("--format", help="Prompt/action format")] = "qwen-mobile",
+    image_size: Annotated[
+        str | None, typer.Option("--image-size", help="WxH of the resized image the model saw")
+    ] = None,
+) -> None:
+    """Show the realbench actions (JSON) a model output becomes, or the format error."""
+    from realbench.agents.parse_action_cmd import parse_image_size, parse_model_output, render
+
+    result = parse_model_output(fmt, sys.stdin.read() if text == "-" else text, parse_image_size(image_size))
+    typer.echo(render(result))
+    if not result["ok"]:
+        raise typer.Exit(code=1)
+
+
 @app.command("serve-model")
 def serve_model_cmd(
     model: Annotated[

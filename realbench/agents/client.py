@@ -47,8 +47,13 @@ class ChatEndpoint(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=20)
     backoff_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=30.0, ge=0)
+    # Every sampling parameter is sent explicitly, so a checkpoint's own generation_config.json
+    # (which vLLM applies to whatever the request leaves out) cannot make two checkpoints sample
+    # differently.
     temperature: float = Field(default=0.0, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_p: float | None = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=-1, ge=-1, description="-1: off (vLLM's convention)")
+    repetition_penalty: float = Field(default=1.0, gt=0)
     max_tokens: int = Field(default=512, ge=1)
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
@@ -58,6 +63,8 @@ class ChatEndpoint(BaseModel):
         return {
             "temperature": self.temperature,
             "top_p": self.top_p,
+            "top_k": self.top_k,
+            "repetition_penalty": self.repetition_penalty,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
             "extra_body": self.extra_body,
@@ -86,6 +93,8 @@ class ChatResult:
     latency_s: float = 0.0
     attempts: int = 1
     finish_reason: str | None = None
+    # A thinking model's reasoning, when the server splits it off (vLLM's reasoning parsers).
+    reasoning: str | None = None
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -177,8 +186,12 @@ class ChatClient:
             kwargs["seed"] = ep.seed
         if tools:
             kwargs["tools"] = tools
-        if ep.extra_body:
-            kwargs["extra_body"] = ep.extra_body
+        # vLLM's sampling parameters outside the OpenAI schema travel in the body's extra fields
+        kwargs["extra_body"] = {
+            "top_k": ep.top_k,
+            "repetition_penalty": ep.repetition_penalty,
+            **ep.extra_body,
+        }
         retryable = (
             openai.APITimeoutError,
             openai.APIConnectionError,
@@ -260,4 +273,13 @@ def _result_of(response: Any) -> ChatResult:
         tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
         tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
         finish_reason=choice.finish_reason,
+        reasoning=_reasoning_of(message),
     )
+
+
+def _reasoning_of(message: Any) -> str | None:
+    value = getattr(message, "reasoning_content", None)
+    if value is None:
+        extra = getattr(message, "model_extra", None) or {}
+        value = extra.get("reasoning_content") or extra.get("reasoning")
+    return value if isinstance(value, str) and value.strip() else None

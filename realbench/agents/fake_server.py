@@ -44,6 +44,8 @@ class Reply:
     status: int = 200
     delay_s: float = 0.0
     malformed: bool = False
+    # a thinking model's reasoning, split off as vLLM's reasoning parsers do
+    reasoning: str | None = None
 
     @classmethod
     def error(cls, status: int = 500) -> Reply:
@@ -281,6 +283,8 @@ class FakeModelServer:
         image_tokens = sum(w * h // _PIXELS_PER_TOKEN for w, h in recorded.images)
         completion_tokens = max(1, len(reply.text) // 4)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = [
                 {
@@ -327,7 +331,11 @@ def _has_tool(body: dict[str, Any], name: str) -> bool:
                         schema = json.loads(line)
                     except json.JSONDecodeError:
                         continue
-                    if isinstance(schema, dict) and schema.get("name") == name:
+                    if not isinstance(schema, dict):
+                        continue
+                    # qwen-agent wraps each tool as {"type": "function", "function": {...}}
+                    inner = schema.get("function") if schema.get("type") == "function" else schema
+                    if isinstance(inner, dict) and inner.get("name") == name:
                         return True
     return False
 
