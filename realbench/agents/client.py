@@ -155,21 +155,32 @@ class ChatClient:
             return float(self._rng.uniform(0.5, 1.0))
 
     def complete(
-        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResult:
         """Blocking call (safe from many threads at once)."""
         runner = self._ensure()
-        return runner.submit(self._complete(messages, tools)).result()
+        return runner.submit(self._complete(messages, tools, response_format)).result()
 
     async def acomplete(
-        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResult:
         """Awaitable from any event loop; the request itself runs on the client's loop."""
         runner = self._ensure()
-        return await asyncio.wrap_future(runner.submit(self._complete(messages, tools)))
+        return await asyncio.wrap_future(runner.submit(self._complete(messages, tools, response_format)))
 
     async def _complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResult:
         import openai
 
@@ -186,6 +197,8 @@ class ChatClient:
             kwargs["seed"] = ep.seed
         if tools:
             kwargs["tools"] = tools
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         # vLLM's sampling parameters outside the OpenAI schema travel in the body's extra fields
         kwargs["extra_body"] = {
             "top_k": ep.top_k,

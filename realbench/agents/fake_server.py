@@ -96,6 +96,10 @@ class RequestRules:
     require_tool: str | None = None
     model: str | None = FAKE_MODEL
     api_key: str | None = None
+    # structured output: whether this server takes `response_format` at all (a server without
+    # guided decoding answers 400), and whether a request must carry a JSON schema
+    response_format: bool = True
+    require_response_format: bool = False
 
 
 class FakeModelServer:
@@ -276,6 +280,7 @@ class FakeModelServer:
             problems.append(f"{len(images)} images in the request exceed the limit of {rules.max_images}")
         if rules.require_tool is not None and not _has_tool(body, rules.require_tool):
             problems.append(f"tool schema {rules.require_tool!r} missing from the request")
+        problems.extend(_response_format_problems(body.get("response_format"), rules))
         return RecordedRequest(body=body, images=images, problems=problems, authorization=authorization)
 
     def _completion(self, body: dict[str, Any], recorded: RecordedRequest, reply: Reply) -> dict[str, Any]:
@@ -316,6 +321,37 @@ class FakeModelServer:
                 "total_tokens": text_tokens + image_tokens + completion_tokens,
             },
         }
+
+
+def _response_format_problems(value: Any, rules: RequestRules) -> list[str]:
+    """What is wrong with a request's `response_format`, as OpenAI's API and vLLM check it."""
+    if value is None:
+        return (
+            ["response_format with a JSON schema missing from the request"]
+            if rules.require_response_format
+            else []
+        )
+    if not rules.response_format:
+        return ["response_format is not supported by this server"]
+    if not isinstance(value, dict) or value.get("type") not in ("json_schema", "json_object", "text"):
+        return ["response_format.type must be json_schema, json_object or text"]
+    if value["type"] != "json_schema":
+        return ["response_format must carry a JSON schema"] if rules.require_response_format else []
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        return ["response_format.json_schema needs a name"]
+    schema = spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return ["response_format.json_schema.schema must be an object schema"]
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return ["response_format.json_schema.schema has no properties"]
+    missing = [k for k in schema.get("required", []) if k not in properties]
+    if missing:
+        return [f"response_format schema requires undefined properties {missing}"]
+    if spec.get("strict") and schema.get("additionalProperties") is not False:
+        return ["a strict response_format schema must set additionalProperties: false"]
+    return []
 
 
 def _has_tool(body: dict[str, Any], name: str) -> bool:
