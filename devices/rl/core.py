@@ -25,6 +25,7 @@ from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
 from realbench.actions import Action, Answer, Terminate, action_from_json, action_to_dict, parse_action
+from realbench.agents.images import ImageSize, target_size
 from realbench.boundary import boundary_hit
 from realbench.episode import decide_outcome
 from realbench.errors import ActionError, ConfigError, DeviceError, DeviceLost, RealbenchError
@@ -35,6 +36,7 @@ from realbench.taskpack import Task, TaskInstance, TaskPack
 
 if TYPE_CHECKING:
     from devices.rl.host import EnvHost
+    from realbench.agents.formats import ActionFormat
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,22 @@ VERDICT_FIELDS = {"success", "progress", "side_effects", "reason", "name"}
 def working_copy(state: State) -> State:
     """A copy a session may mutate; the world is read-only by the clone contract, so it is shared."""
     return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+
+
+def model_image_size(config: EnvConfig, width: int, height: int) -> ImageSize:
+    """What `config.action_format`'s image policy resizes a width x height screenshot to."""
+    from realbench.agents.formats import get_format
+
+    assert config.action_format is not None
+    policy = get_format(config.action_format).image_policy()
+    if config.action_max_pixels is not None:
+        policy = policy.model_copy(
+            update={
+                "max_pixels": config.action_max_pixels,
+                "min_pixels": min(policy.min_pixels, config.action_max_pixels),
+            }
+        )
+    return target_size(width, height, policy)
 
 
 # The same decision the shared episode loop makes (clones always have a verdict).
@@ -350,14 +368,14 @@ class EnvCore:
                 hint='e.g. \'{"type": "click", "x": 500, "y": 120}\'',
             )
         if self.config.strict_actions:
-            parse_policy_action(raw)  # raises ActionError before anything is counted
+            self._parse(raw)  # raises ActionError before anything is counted
         episode.steps += 1
         info: dict[str, Any] = {"format_error": None, "boundary": None, "action": None}
         reward = 0.0
         end: EndReason | None = None
         answer: str | None = None
         try:
-            action = parse_policy_action(raw)
+            action, *then = self._parse(raw)
         except ActionError as exc:
             episode.format_errors += 1
             episode.consecutive_format_errors += 1
@@ -374,13 +392,17 @@ class EnvCore:
             elif isinstance(action, Terminate):
                 end = EndReason.TERMINATE
             else:
-                hit = self._boundary(episode, action)
-                assert self._device is not None
-                self._device.act(action)  # a clone delivers a boundary tap: crossing it is harmless here
-                self._last = self._observe()
-                if hit is not None:
-                    info["boundary"] = hit
-                    end = EndReason.BOUNDARY
+                if then:
+                    info["then"] = [action_to_dict(a) for a in then]
+                for each in (action, *then):
+                    hit = self._boundary(episode, each)
+                    assert self._device is not None
+                    self._device.act(each)  # a clone delivers a boundary tap: crossing it is harmless here
+                    self._last = self._observe()
+                    if hit is not None:
+                        info["boundary"] = hit
+                        end = EndReason.BOUNDARY
+                        break
         truncated = end is None and episode.steps >= self._max_steps(episode)
         if truncated:
             end = EndReason.STEP_BUDGET
@@ -403,6 +425,28 @@ class EnvCore:
             truncated=truncated,
             info=info,
         )
+
+    def _parse(self, raw: Any) -> list[Action]:
+        """The step's actions: Action JSON, or raw model text in `config.action_format` (which
+        may ask for a follow-up, e.g. UI-TARS's type-then-Enter)."""
+        if self.config.action_format is None or not isinstance(raw, str | bytes):
+            return [parse_policy_action(raw)]
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        parsed = self.action_reader().parse(text, self.model_image_size())
+        if parsed.action is None:
+            raise ActionError(parsed.error or "unparseable model output")
+        return [parsed.action, *parsed.then]
+
+    def action_reader(self) -> ActionFormat:
+        from realbench.agents.formats import get_format
+
+        assert self.config.action_format is not None
+        return get_format(self.config.action_format)
+
+    def model_image_size(self) -> ImageSize:
+        """The size the model was shown the current screenshot at (the format's image policy)."""
+        last = self._require_last()
+        return model_image_size(self.config, last.width, last.height)
 
     def _boundary(self, episode: _Episode, action: Action) -> str | None:
         last = self._last
@@ -477,7 +521,12 @@ class EnvCore:
         if episode is None:
             return {"env_id": self.env_id}
         instance = episode.instance
+        extra: dict[str, Any] = {}
+        if self.config.action_format is not None and self._last is not None:
+            size = self.model_image_size()
+            extra = {"action_format": self.config.action_format, "image_size": [size.width, size.height]}
         return {
+            **extra,
             "env_id": self.env_id,
             "task_id": instance.task.id,
             "seed": instance.seed,
