@@ -287,3 +287,17 @@ def test_reasoning_content_is_kept_as_the_thought(closing):
         closing(agent)
         step = agent.act(_obs(), [])
     assert step.thought == "the search box is at the top" and step.action is not None
+
+
+def test_sampling_parameters_are_sent_explicitly(closing):
+    with FakeModelServer([CLICK, CLICK]) as server:
+        agent = _agent(server, endpoint={"temperature": 0.3, "max_tokens": 77})
+        closing(agent)
+        agent.act(_obs(), [])
+        tuned = _agent(server, endpoint={"top_k": 20, "repetition_penalty": 1.05})
+        closing(tuned)
+        tuned.act(_obs(), [])
+    body = server.requests[0].body
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.3, 1.0, 77)
+    assert "top_k" not in body  # vLLM-only parameters stay out unless set (hosted APIs refuse them)
+    assert (server.requests[1].body["top_k"], server.requests[1].body["repetition_penalty"]) == (20, 1.05)

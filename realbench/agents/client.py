@@ -47,13 +47,14 @@ class ChatEndpoint(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=20)
     backoff_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=30.0, ge=0)
-    # Every sampling parameter is sent explicitly, so a checkpoint's own generation_config.json
-    # (which vLLM applies to whatever the request leaves out) cannot make two checkpoints sample
-    # differently.
+    # temperature, top_p and max_tokens are always sent, so a checkpoint's own
+    # generation_config.json (which vLLM applies to whatever a request leaves out) cannot make two
+    # checkpoints sample differently; `serve-model` also starts vLLM with `--generation-config
+    # vllm`. top_k and repetition_penalty are vLLM's own (hosted OpenAI refuses them): sent when set.
     temperature: float = Field(default=0.0, ge=0)
     top_p: float | None = Field(default=1.0, gt=0, le=1)
-    top_k: int = Field(default=-1, ge=-1, description="-1: off (vLLM's convention)")
-    repetition_penalty: float = Field(default=1.0, gt=0)
+    top_k: int | None = Field(default=None, ge=-1, description="-1: off (vLLM's convention)")
+    repetition_penalty: float | None = Field(default=None, gt=0)
     max_tokens: int = Field(default=512, ge=1)
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
@@ -200,11 +201,10 @@ class ChatClient:
         if response_format is not None:
             kwargs["response_format"] = response_format
         # vLLM's sampling parameters outside the OpenAI schema travel in the body's extra fields
-        kwargs["extra_body"] = {
-            "top_k": ep.top_k,
-            "repetition_penalty": ep.repetition_penalty,
-            **ep.extra_body,
-        }
+        vllm_only = {"top_k": ep.top_k, "repetition_penalty": ep.repetition_penalty}
+        extra = {**{k: v for k, v in vllm_only.items() if v is not None}, **ep.extra_body}
+        if extra:
+            kwargs["extra_body"] = extra
         retryable = (
             openai.APITimeoutError,
             openai.APIConnectionError,
