@@ -87,3 +87,34 @@ def test_unknown_action_format_is_refused(server, pack):
 
     with pytest.raises(RealbenchError, match="nope"):
         asyncio.run(go())
+
+
+def test_ui_tars_type_with_newline_submits_the_form(server, pack):
+    """type(content='…\\n') is Type then Enter: the search form is submitted (the screen's own
+    search history shows the query afterwards)."""
+    from realbench.actions import Click
+    from realbench.golden import to_normalised
+    from realbench.hierarchy import Hierarchy, Selector
+
+    fmt = get_format("ui-tars")
+
+    async def go() -> tuple[dict, str]:
+        async with AsyncRolloutClient(server.url, image="bytes") as client:
+            env = await client.make(pack=pack, task_id="search", action_format="ui-tars")
+            obs, info = await env.reset(seed=0)
+            shot = Screenshot.from_bytes(obs["screenshot"].tobytes())
+            field = Hierarchy(obs["hierarchy"]).find_one(Selector(resource_id="query"))
+            assert field is not None
+            x, y = to_normalised(*field.bounds.center, shot.width, shot.height)
+            size = ImageSize(*info["image_size"])
+            obs, _, _, _, info = await env.step(fmt.render(Click(x=x, y=y), size, thought="the search box"))
+            assert info["format_error"] is None
+            obs, _, _, _, info = await env.step("Thought: search for toys\nAction: type(content='积木\\n')")
+            await env.close()
+            return info, obs["hierarchy"]
+
+    info, xml = asyncio.run(go())
+    assert info["action"] == {"type": "type", "text": "积木"}
+    assert info["then"] == [{"type": "key", "key": "enter"}]
+    history = Hierarchy(xml).find_one(Selector(resource_id="history"))
+    assert history is not None and "积木" in history.all_text()
