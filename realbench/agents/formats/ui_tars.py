@@ -1,9 +1,14 @@
-"""UI-TARS text actions: ``Thought: … Action: click(start_box='(x,y)')``.
+"""UI-TARS text actions: ``Thought: … Action: click(point='<point>x y</point>')``.
+
+The prompt is UI-TARS's own mobile template (ui-tars' ``MOBILE_USE_DOUBAO``), verbatim, as the
+first user turn; the system message is "You are a helpful assistant."; earlier steps come back as
+the model's own assistant turns (`PromptLayout.TURNS`).
 
 UI-TARS-1.5 writes points in pixels of the resized image it was shown (`CoordSpace.PIXELS`);
 UI-TARS 1.0 writes them on a 0–1000 grid (`CoordSpace.NORM_1000`). Points may appear as
-``'(x,y)'``, ``'<|box_start|>(x,y)<|box_end|>'``, ``'<point>x y</point>'`` or a box
-``'(x1,y1,x2,y2)'`` (its centre is used).
+``'<point>x y</point>'``, ``'(x,y)'``, ``'<|box_start|>(x,y)<|box_end|>'`` or a box
+``'(x1,y1,x2,y2)'`` (its centre is used). ``type(content='…\\n')`` (a trailing newline) submits:
+it is Type, then Enter as a follow-up action (`ParsedOutput.then`).
 
 ``scroll(direction=…)`` names where the content should move into view, as in AndroidWorld:
 ``direction='down'`` reveals what is below, so the finger swipes up.
