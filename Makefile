@@ -29,7 +29,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,ray]'
+	$(PY) -m pip install -q -e '.[dev,ray,train]'
 	@touch $(STAMP)
 
 demo: setup

@@ -5,6 +5,8 @@ Measures, with the clone server in-process and one Chromium:
     server and swap the screen into the page; returns when the page's DOM shows it);
   - step p50: one tap (through CDP touch events, waiting until the page applied the event) plus one
     observation (screenshot + hierarchy dump), at 1080x2400 (scale 2.625) and at scale 1 (412x915);
+  - step_over_capture_ratio: step p50 over the bare capture (one observation, no tap) measured
+    interleaved in the same run, at 1080x2400;
   - PSS per additional live environment, from the summed PSS of the Chromium processes
     (/proc/PID/smaps_rollup) with 1, 16 and 64 environments;
   - bring-up: time from launching the browser to 64 environments showing their first screen.
@@ -149,6 +151,7 @@ def bench_reset_and_step(
             x, y = to_normalised(*node.bounds.center, w, h)
             steps: list[float] = []
             resets: list[float] = []
+            captures: list[float] = []
             for _ in range(3):  # warm-up
                 dev.act(Click(x=x, y=y))
                 dev.observe()
@@ -157,12 +160,17 @@ def bench_reset_and_step(
                 dev.act(Click(x=x, y=y))
                 obs = dev.observe()
                 steps.append((time.perf_counter() - t0) * 1000)
+                # the bare capture (screenshot + hierarchy, no tap), interleaved with the steps
+                t0 = time.perf_counter()
+                dev.observe()
+                captures.append((time.perf_counter() - t0) * 1000)
                 t0 = time.perf_counter()
                 target.setup(instance)
                 resets.append((time.perf_counter() - t0) * 1000)
             return {
                 "step_ms": steps,
                 "reset_ms": resets,
+                "capture_ms": captures,
                 "screenshot": [obs.screenshot.width, obs.screenshot.height],
                 "image_kib": round(len(obs.screenshot.data) / 1024, 1),
                 "browser": pool.version,
@@ -235,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         "step_p95_ms_full": round(percentile(full["step_ms"], 0.95), 1),
         "step_p50_ms_scale1": round(statistics.median(small["step_ms"]), 1),
         "step_p95_ms_scale1": round(percentile(small["step_ms"], 0.95), 1),
+        "capture_p50_ms_full": round(statistics.median(full["capture_ms"]), 1),
+        # what a step costs beyond observing the screen (target ≤ 1.3)
+        "step_over_capture_ratio": round(
+            statistics.median(full["step_ms"]) / statistics.median(full["capture_ms"]), 3
+        ),
         "screenshot_full": full["screenshot"],
         "screenshot_scale1": small["screenshot"],
         "jpeg_kib_full": full["image_kib"],

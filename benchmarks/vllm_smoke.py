@@ -51,6 +51,7 @@ CHAT_TEMPLATE = (
     "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+SERVER_MAX_PIXELS = 512 * 28 * 28
 CORPUS = [
     "Thought: tap the search button. Action: click(start_box='(540,1200)')",
     '<tool_call>{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [540, 1200]}}</tool_call>',
@@ -208,6 +209,7 @@ def drive(base_url: str, model: str, steps: int, concurrency: int, judge_calls: 
     from realbench.actions import Click
     from realbench.agent import HistoryItem
     from realbench.agents.client import ChatEndpoint
+    from realbench.agents.images import ImagePolicy
     from realbench.agents.openai_agent import OpenAIAgent, OpenAIAgentConfig
     from realbench.judge.vlm import VLMJudge, VLMJudgeConfig
     from realbench.taskpack import parse_pack
@@ -216,7 +218,15 @@ def drive(base_url: str, model: str, steps: int, concurrency: int, judge_calls: 
     endpoint = ChatEndpoint(base_url=base_url, model=model, max_tokens=48, timeout_s=120, max_retries=1)
     screens = _screens(4)
     agents = [
-        OpenAIAgent(OpenAIAgentConfig(endpoint=endpoint, format=fmt, image_window=3))
+        # the server's pixel limit (serve_and_drive): the server must never resize again
+        OpenAIAgent(
+            OpenAIAgentConfig(
+                endpoint=endpoint,
+                format=fmt,
+                image_window=3,
+                images=ImagePolicy(max_pixels=SERVER_MAX_PIXELS),
+            )
+        )
         for _ in range(concurrency)
     ]
     for a in agents:
@@ -324,7 +334,7 @@ def serve_and_drive(model_dir: Path, port: int, args: argparse.Namespace) -> int
         max_num_seqs=32,
         gpu_memory_utilization=args.gpu_mem,
         max_images=3,
-        max_pixels=512 * 28 * 28,
+        max_pixels=SERVER_MAX_PIXELS,
         extra_args=["--enforce-eager"],  # skip CUDA-graph capture: the model is tiny, start-up dominates
     )
     log_path = model_dir.parent / "vllm.log"

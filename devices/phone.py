@@ -32,6 +32,7 @@ from uiautomator2 import exceptions as u2e
 from uiautomator2.core import AdbHTTPConnection
 
 from devices.profile import PhoneProfile
+from devices.settle import SettlePolicy, SettleResult, fingerprint, wait_until_settled
 from realbench.actions import (
     Action,
     Answer,
@@ -83,6 +84,9 @@ class PhoneStats:
     reconnects: int = 0
     server_restarts: int = 0
     black_frames: int = 0
+    settle_waits: int = 0
+    settle_timeouts: int = 0
+    settle_s: float = 0.0
     recovery_s: float = 0.0
     recoveries: list[float] = field(default_factory=list)
 
@@ -198,8 +202,10 @@ class PhoneDevice:
         virtual: bool = False,
         retry: RetryPolicy | None = None,
         connect: bool = True,
+        settle: SettlePolicy | None = None,
     ) -> None:
         self._serial = serial
+        self.settle = settle or SettlePolicy()
         self.profile = profile
         self.virtual = virtual
         self.retry = retry or RetryPolicy()
@@ -454,6 +460,21 @@ class PhoneDevice:
     # --- actions ----------------------------------------------------------------------------
 
     def act(self, action: Action) -> None:
+        self._act(action)
+        if not isinstance(action, Answer | Terminate | Wait):
+            self.wait_until_settled()
+
+    def wait_until_settled(self) -> SettleResult:
+        """Block until the UI hierarchy stops changing (bounded by the settle policy)."""
+        result = wait_until_settled(lambda: fingerprint(self.hierarchy()), self.settle)
+        self.stats.settle_waits += 1
+        self.stats.settle_s += result.waited_s
+        if not result.settled:
+            self.stats.settle_timeouts += 1
+            log.info("%s: screen still changing after %.1fs; observing anyway", self._serial, result.waited_s)
+        return result
+
+    def _act(self, action: Action) -> None:
         once = Idempotence.ONCE
         if isinstance(action, Click):
             px, py = self.to_pixels(action.x, action.y)

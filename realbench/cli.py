@@ -186,6 +186,14 @@ def run_cmd(
     api_key_env: Annotated[
         str | None, typer.Option("--api-key-env", help="Environment variable holding the API key")
     ] = None,
+    max_pixels: Annotated[
+        int | None, typer.Option("--max-pixels", help="Pixel budget per screenshot (default: the format's)")
+    ] = None,
+    history_images: Annotated[
+        int | None, typer.Option("--history-images", min=1, help="Screenshots per request, current included")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0)] = None,
+    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
     max_attempts: Annotated[
         int, typer.Option("--max-attempts", min=1, help="Attempts per episode when the device fails")
     ] = 3,
@@ -218,7 +226,16 @@ def run_cmd(
         server_url=server_url,
         drift=drift,
         scale=scale,
-        agent_options=AgentOptions(base_url=base_url, model=model, fmt=fmt, api_key_env=api_key_env),
+        agent_options=AgentOptions(
+            base_url=base_url,
+            model=model,
+            fmt=fmt,
+            api_key_env=api_key_env,
+            max_pixels=max_pixels,
+            history_images=history_images,
+            temperature=temperature,
+            max_tokens=max_tokens,
+        ),
         max_attempts=max_attempts,
         progress=progress,
         confirm_manual=confirm_manual,
@@ -776,6 +793,23 @@ def judge_cmd(
     console.print_json(json.dumps(summary))
 
 
+@app.command("parse-action")
+def parse_action_cmd(
+    text: Annotated[str, typer.Argument(help="The model output, as the model wrote it ('-' reads stdin)")],
+    fmt: Annotated[str, typer.Option("--format", help="Prompt/action format")] = "qwen-mobile",
+    image_size: Annotated[
+        str | None, typer.Option("--image-size", help="WxH of the resized image the model saw")
+    ] = None,
+) -> None:
+    """Show the realbench actions (JSON) a model output becomes, or the format error."""
+    from realbench.agents.parse_action_cmd import parse_image_size, parse_model_output, render
+
+    result = parse_model_output(fmt, sys.stdin.read() if text == "-" else text, parse_image_size(image_size))
+    typer.echo(render(result))
+    if not result["ok"]:
+        raise typer.Exit(code=1)
+
+
 @app.command("serve-model")
 def serve_model_cmd(
     model: Annotated[
@@ -791,8 +825,18 @@ def serve_model_cmd(
         str | None, typer.Option("--gpus", help="CUDA_VISIBLE_DEVICES for this server, e.g. 0 or 2,3")
     ] = None,
     max_model_len: Annotated[int, typer.Option("--max-model-len")] = 32768,
-    max_images: Annotated[int, typer.Option("--max-images", help="Images per prompt")] = 5,
-    max_pixels: Annotated[int | None, typer.Option("--max-pixels", help="Pixel budget per image")] = None,
+    max_images: Annotated[
+        int | None, typer.Option("--max-images", help="Images per prompt (default: the format's window)")
+    ] = None,
+    max_pixels: Annotated[
+        int | None, typer.Option("--max-pixels", help="Pixel budget per image (default: the format's policy)")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="The format clients will use: it sets the image limits")
+    ] = "qwen-mobile",
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", help="Server-side cap on generated tokens")
+    ] = None,
     gpu_mem: Annotated[float, typer.Option("--gpu-mem", help="Fraction of GPU memory vLLM may use")] = 0.90,
     tools: Annotated[
         bool, typer.Option("--tools", help="Return <tool_call> replies as structured tool calls")
@@ -813,8 +857,7 @@ def serve_model_cmd(
     """Serve a Qwen-VL-class checkpoint with vLLM (OpenAI-compatible), or check an endpoint is up."""
     import shlex
 
-    from realbench.agents.images import ImagePolicy
-    from realbench.agents.serve import ServeConfig, list_models, serve_model, vllm_command
+    from realbench.agents.serve import ServeConfig, list_models, serve_limits, serve_model, vllm_command
     from realbench.errors import ConfigError
 
     if check is not None:
@@ -834,8 +877,8 @@ def serve_model_cmd(
         tensor_parallel=tp,
         gpus=gpus,
         max_model_len=max_model_len,
-        max_images=max_images,
-        max_pixels=max_pixels or ImagePolicy().max_pixels,
+        **serve_limits(fmt, max_images=max_images, max_pixels=max_pixels),
+        max_tokens=max_tokens,
         gpu_memory_utilization=gpu_mem,
         tools=tools,
         api_key_env=api_key_env,

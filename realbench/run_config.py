@@ -22,6 +22,10 @@ class AgentOptions(BaseModel):
     model: str | None = None
     fmt: str | None = None
     api_key_env: str | None = None
+    max_pixels: int | None = Field(default=None, ge=1)  # the image policy's pixel budget
+    history_images: int | None = Field(default=None, ge=0)  # past screenshots sent with each request
+    temperature: float | None = Field(default=None, ge=0.0)
+    max_tokens: int | None = Field(default=None, ge=1)
 
 
 class RunConfig(BaseModel):

@@ -434,3 +434,97 @@ def test_judges_can_be_asked_about_decided_episodes_too():
         (VerdictSource.JUDGE, True),
     ]
     assert len(skipped) == 1 and skipped[0].abstained and len(server.requests) == 1
+
+
+def test_requests_carry_the_verdict_schema_reason_first():
+    rules = RequestRules(require_response_format=True)
+    with FakeModelServer([OK], rules=rules) as server:
+        judge = _judge(server)
+        v = judge.judge(PACK.task("toggle"), _traj())
+        judge.close()
+    assert server.problems == [] and v.success
+    fmt = server.requests[0].body["response_format"]
+    schema = fmt["json_schema"]["schema"]
+    assert fmt["type"] == "json_schema" and list(schema["properties"])[:2] == ["reason", "success"]
+
+
+def test_endpoint_without_structured_output_falls_back_to_free_form():
+    rules = RequestRules(response_format=False)
+    with FakeModelServer([OK, OK], rules=rules) as server:
+        judge = _judge(server)
+        first = judge.judge(PACK.task("toggle"), _traj())
+        second = judge.judge(PACK.task("toggle"), _traj(steps=4))
+        judge.close()
+    assert first.success and second.success
+    # refused once with the schema, then asked without it (and not with it again)
+    with_schema = ["response_format" in r.body for r in server.requests]
+    assert with_schema == [True, False, False]
+    assert "not supported" in server.problems[0]
+
+
+def test_fake_refuses_a_malformed_schema():
+    from realbench.agents.client import ChatClient
+    from realbench.errors import ModelError
+
+    with FakeModelServer([OK]) as server:
+        endpoint = ChatEndpoint(base_url=server.base_url, model=FAKE_MODEL, max_retries=0)
+        with ChatClient(endpoint) as client, pytest.raises(ModelError, match="needs a name"):
+            client.complete(
+                [{"role": "user", "content": "hi"}],
+                response_format={"type": "json_schema", "json_schema": {"schema": {"type": "object"}}},
+            )
+
+
+def test_each_tap_is_drawn_and_named_by_the_element_it_hit():
+    traj = _traj(steps=3)
+    # rows of 90 px on a 1080x2400 screen; the tap at y=45/1000 (108 px) hits the second row
+    rows = _xml("设置", "消息通知", "关于").replace(
+        '<hierarchy rotation="0">', '<hierarchy rotation="0"><node bounds="[0,0][1080,2400]">'
+    )
+    rows = rows.replace("</hierarchy>", "</node></hierarchy>")
+    first = traj.steps[0].model_copy(
+        update={"hierarchy": rows, "action": {"type": "click", "x": 500, "y": 45}}
+    )
+    traj = traj.model_copy(update={"steps": [first, *traj.steps[1:]]})
+    with FakeModelServer([OK]) as server:
+        judge = _judge(server, images=4)
+        judge.judge(PACK.task("toggle"), traj)
+        judge.close()
+    req = server.requests[0]
+    assert '1. {"type": "click", "x": 500, "y": 45} — hit "消息通知"' in req.text()
+    assert "step 1's touch drawn in red" in req.text()
+    # the picture sent is not the stored one: the ring is on it, in red, around the point
+    from realbench.agents.images import decode_data_url
+
+    first_image = next(p for p in req.messages[1]["content"] if p.get("type") == "image_url")["image_url"][
+        "url"
+    ]
+    _, data = decode_data_url(first_image)
+    with Image.open(io.BytesIO(data)) as img:
+        rgb = img.convert("RGB")
+        w, h = rgb.size
+        reds = [
+            (x, y)
+            for x in range(w)
+            for y in range(h)
+            if rgb.getpixel((x, y))[0] > 200 and rgb.getpixel((x, y))[1] < 100
+        ]
+    assert reds, "no red mark on the screenshot"
+    cx, cy = sum(x for x, _ in reds) / len(reds), sum(y for _, y in reds) / len(reds)
+    assert abs(cx - 0.5 * (w - 1)) < w * 0.1 and abs(cy - 0.045 * (h - 1)) < h * 0.1
+
+
+def test_cache_key_follows_the_rendered_request(tmp_path):
+    cache = JudgeCache(tmp_path / "judge_cache")
+    with FakeModelServer([OK], repeat_last=True) as server:
+        judge = _judge(server, cache=cache)
+        task = PACK.task("toggle")
+        judge.judge(task, _traj())
+        judge.judge(task, _traj())
+        assert len(server.requests) == 1
+        edited = task.model_copy(
+            update={"judge": task.judge.model_copy(update={"rubric": "Stricter rubric."})}
+        )
+        judge.judge(edited, _traj())  # same trajectory, edited rubric: a new request, asked anew
+        assert len(server.requests) == 2
+        judge.close()

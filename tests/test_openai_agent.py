@@ -100,7 +100,7 @@ def test_tools_in_api_field_and_structured_tool_calls(closing):
         text="", tool_calls=[{"name": "mobile_use", "arguments": {"action": "type", "text": "上海"}}]
     )
     with FakeModelServer([reply], rules=RequestRules(require_tool="mobile_use")) as server:
-        agent = _agent(server, format="qwen-mobile-tools")
+        agent = _agent(server, format="qwen3-mobile-tools")
         closing(agent)
         step = agent.act(_obs(), [])
     assert server.problems == []
@@ -235,3 +235,69 @@ def test_make_agent_specs(closing):
         assert isinstance(a, OpenAIAgent) and a.client is b.client  # one pool per endpoint
         a.start("go back")
         assert a.act(_obs(), []).action == KeyPress(key="back")
+
+
+def test_ui_tars_turns_layout_and_type_newline_submits(closing):
+    outputs = [
+        "Thought: type the city\nAction: type(content='上海\\n')",
+        "Thought: open it\nAction: click(point='<point>100 200</point>')",
+    ]
+    with FakeModelServer(outputs) as server:
+        agent = _agent(server, format="ui-tars", image_window=2)
+        closing(agent)
+        obs = [_obs((i * 40, 0, 0)) for i in range(4)]
+        first = agent.act(obs[0], [])
+        history = [HistoryItem(0, first.action, first.thought, obs[0])]
+        enter = agent.act(obs[1], history)
+        history.append(HistoryItem(1, enter.action, enter.thought, obs[1]))
+        third = agent.act(obs[2], history)
+    assert first.action == Type(text="上海")
+    # the trailing "\n" was the Enter: taken without asking the model again
+    assert enter.action == KeyPress(key="enter") and enter.extra["followup"] is True
+    assert len(server.requests) == 2 and third.action is not None
+    msgs = server.requests[1].messages
+    assert msgs[0] == {"role": "system", "content": "You are a helpful assistant."}
+    assert msgs[1]["content"][0]["text"].startswith("You are a GUI agent.")
+    assert "## User Instruction\n在12306上查询明天北京到上海的车票" in msgs[1]["content"][0]["text"]
+    # the earlier step is the model's own words, once (the follow-up Enter is not a turn of its own)
+    said = [m["content"] for m in msgs if m["role"] == "assistant"]
+    assert said == ["Thought: type the city\nAction: type(content='上海\\n')"]
+    assert "press_enter" not in json.dumps(msgs)
+
+
+def test_qwen25_prompt_is_the_cookbook_layout(closing):
+    with FakeModelServer([CLICK, CLICK]) as server:
+        agent = _agent(server, format="qwen-mobile")
+        closing(agent)
+        assert agent.image_window == 1  # the cookbook sends the current screenshot only
+        first = agent.act(_obs(), [])
+        agent.act(_obs((1, 2, 3)), [HistoryItem(0, first.action, None, _obs())])
+    text = server.requests[1].messages[1]["content"][0]["text"]
+    assert text.startswith("The user query: 在12306上查询明天北京到上海的车票\n")
+    assert (
+        'Task progress (You have done the following operation on the current device): Step 1: {"name": "mobile_use", "arguments": {"action": "click"'
+        in text
+    )
+    assert len(server.requests[1].images) == 1
+
+
+def test_reasoning_content_is_kept_as_the_thought(closing):
+    with FakeModelServer([Reply(text=CLICK, reasoning="the search box is at the top")]) as server:
+        agent = _agent(server)
+        closing(agent)
+        step = agent.act(_obs(), [])
+    assert step.thought == "the search box is at the top" and step.action is not None
+
+
+def test_sampling_parameters_are_sent_explicitly(closing):
+    with FakeModelServer([CLICK, CLICK]) as server:
+        agent = _agent(server, endpoint={"temperature": 0.3, "max_tokens": 77})
+        closing(agent)
+        agent.act(_obs(), [])
+        tuned = _agent(server, endpoint={"top_k": 20, "repetition_penalty": 1.05})
+        closing(tuned)
+        tuned.act(_obs(), [])
+    body = server.requests[0].body
+    assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.3, 1.0, 77)
+    assert "top_k" not in body  # vLLM-only parameters stay out unless set (hosted APIs refuse them)
+    assert (server.requests[1].body["top_k"], server.requests[1].body["repetition_penalty"]) == (20, 1.05)

@@ -44,7 +44,8 @@ def test_vllm_command_for_qwen_vl():
     assert cmd[:3] == ["vllm", "serve", "/ckpt/trained"]
     joined = " ".join(cmd)
     assert "--served-model-name trained" in joined and "--tensor-parallel-size 2" in joined
-    assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 4}
+    assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 4, "video": 0}
+    assert cmd[cmd.index("--generation-config") + 1] == "vllm"
     assert json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1])["max_pixels"] == cfg.max_pixels
     assert "--tool-call-parser" in cmd and cfg.base_url == "http://127.0.0.1:8001/v1"
 
@@ -74,7 +75,7 @@ def _stand_in_vllm(bin_dir: Path, body: str) -> None:
     """A `vllm` executable that is really the fake server (or a crash), for lifecycle tests."""
     bin_dir.mkdir()
     exe = bin_dir / "vllm"
-    exe.write_text(f"#!/bin/sh\n{body}\n")
+    exe.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo 0.11.2; exit 0; fi\n{body}\n')
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
 
 
@@ -145,3 +146,66 @@ def test_smoke_driver_runs_against_the_fake_server():
     assert report["agent"]["agent steps"] == 4 and report["agent"]["format_errors"] == 4
     assert report["agent"]["prompt_tokens"] > 0 and report["judge"]["judge calls"] == 2
     assert report["judge"]["abstained"] == 0
+
+
+def _dry_run_command(*args: str) -> list[str]:
+    import shlex
+
+    result = CliRunner().invoke(app, ["serve-model", "/ckpt/base", "--dry-run", *args])
+    assert result.exit_code == 0, result.output
+    return shlex.split(result.output.strip())
+
+
+def test_server_limits_follow_the_clients_image_policy():
+    from realbench.agents.formats import get_format
+    from realbench.agents.images import target_size
+
+    # Qwen3-VL: the processor's `size` form, with the client's 32-px policy
+    cmd = _dry_run_command("--format", "qwen3-mobile")
+    policy = get_format("qwen3-mobile").image_policy()
+    kwargs = json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1])
+    assert kwargs == {"size": {"longest_edge": policy.max_pixels, "shortest_edge": policy.min_pixels}}
+    # UI-TARS-1.5: its own budget, and its 5-screenshot window
+    cmd = _dry_run_command("--format", "ui-tars")
+    kwargs = json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1])
+    assert kwargs == {"max_pixels": 16384 * 28 * 28, "min_pixels": 100 * 28 * 28}
+    assert json.loads(cmd[cmd.index("--limit-mm-per-prompt") + 1]) == {"image": 5, "video": 0}
+    # whatever the client sends under its policy is already within the server's limits: the
+    # server has nothing left to shrink
+    for w, h in [(1080, 2400), (1440, 3200), (720, 1600)]:
+        size = target_size(w, h, get_format("ui-tars").image_policy())
+        assert size.width * size.height <= kwargs["max_pixels"]
+    cmd = _dry_run_command("--format", "qwen-mobile", "--max-pixels", "401408", "--max-tokens", "256")
+    assert json.loads(cmd[cmd.index("--mm-processor-kwargs") + 1])["max_pixels"] == 401408
+    assert json.loads(cmd[cmd.index("--override-generation-config") + 1]) == {"max_new_tokens": 256}
+
+
+def test_too_old_vllm_is_refused(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "vllm"
+    exe.write_text('#!/bin/sh\nif [ "$1" = "--version" ]; then echo 0.8.5; exit 0; fi\nexit 3\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(ModelError, match="older than 0.11.0"):
+        start_server(ServeConfig(model="/ckpt/x"), log_path=tmp_path / "log")
+
+
+def test_run_options_shape_the_agent():
+    from realbench.agents import make_agent
+
+    agent = make_agent(
+        "openai",
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+        fmt="ui-tars",
+        max_pixels=500_000,
+        history_images=2,
+        temperature=0.7,
+        max_tokens=99,
+    )
+    settings = agent.settings()  # type: ignore[attr-defined]
+    assert settings["images"]["max_pixels"] == 500_000 and settings["image_window"] == 2
+    assert settings["generation"]["temperature"] == 0.7 and settings["generation"]["max_tokens"] == 99
+    other = make_agent("openai", base_url="http://127.0.0.1:9/v1", model="m", fmt="ui-tars")
+    assert other.prompt_hash != agent.prompt_hash  # type: ignore[attr-defined]

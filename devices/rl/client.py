@@ -98,12 +98,7 @@ class RolloutClient:
         return dict(self.request("GET", "/v1/health"))
 
     def unpack(self, data: dict[str, Any]) -> Step:
-        t = Transition.from_json(data)
-        shot: Any = (
-            t.observation.pixels() if self.image == "array" else np.frombuffer(t.observation.image, np.uint8)
-        )
-        obs = {"screenshot": shot, "hierarchy": t.observation.hierarchy}
-        return obs, t.reward, t.terminated, t.truncated, t.info
+        return unpack_transition(data, self.image)
 
     def close(self) -> None:
         self._http.close()
@@ -113,6 +108,13 @@ class RolloutClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def unpack_transition(data: dict[str, Any], image: str) -> Step:
+    t = Transition.from_json(data)
+    shot: Any = t.observation.pixels() if image == "array" else np.frombuffer(t.observation.image, np.uint8)
+    obs = {"screenshot": shot, "hierarchy": t.observation.hierarchy}
+    return obs, t.reward, t.terminated, t.truncated, t.info
 
 
 def error_from(data: dict[str, Any], status: int | None = None) -> RealbenchError:

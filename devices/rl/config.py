@@ -6,7 +6,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from realbench.errors import ConfigError
 
@@ -61,11 +61,24 @@ class EnvConfig(BaseModel):
     max_steps: int | None = Field(default=None, ge=1, le=500)
     max_format_errors: int = Field(default=3, ge=1, le=100)
     strict_actions: bool = False  # True: an unparseable action is an ActionError, not a format error
+    # Raw model text in a realbench format (``qwen-mobile``, ``ui-tars``...) instead of Action JSON;
+    # pixel coordinates are read against the screenshot resized by the format's image policy
+    # (``action_max_pixels`` overrides its budget), the size the model was shown.
+    action_format: str | None = None
+    action_max_pixels: int | None = Field(default=None, ge=28 * 28)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     drift: str | dict[str, Any] | None = None
 
     def pack_path(self) -> Path:
         return resolve_pack(self.pack)
+
+    @model_validator(mode="after")
+    def _known_format(self) -> EnvConfig:
+        if self.action_format is not None:
+            from realbench.agents.formats import get_format
+
+            get_format(self.action_format)  # an unknown name fails here, with the known ones
+        return self
 
 
 def resolve_pack(pack: str | Path) -> Path:

@@ -26,6 +26,8 @@ from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
 from realbench.actions import Action, action_from_json, action_to_dict, parse_action
+from realbench.agents.images import ImageSize, target_size
+from realbench.boundary import boundary_hit
 from realbench.episode import decide_outcome
 from realbench.episode_step import StepCounts, StepRules, decide_step
 from realbench.errors import ActionError, ConfigError, DeviceError, DeviceLost, RealbenchError
@@ -36,6 +38,7 @@ from realbench.taskpack import Task, TaskInstance, TaskPack
 
 if TYPE_CHECKING:
     from devices.rl.host import EnvHost
+    from realbench.agents.formats import ActionFormat
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,22 @@ VERDICT_FIELDS = {"success", "progress", "side_effects", "reason", "name"}
 def working_copy(state: State) -> State:
     """A copy a session may mutate; the world is read-only by the clone contract, so it is shared."""
     return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+
+
+def model_image_size(config: EnvConfig, width: int, height: int) -> ImageSize:
+    """What `config.action_format`'s image policy resizes a width x height screenshot to."""
+    from realbench.agents.formats import get_format
+
+    assert config.action_format is not None
+    policy = get_format(config.action_format).image_policy()
+    if config.action_max_pixels is not None:
+        policy = policy.model_copy(
+            update={
+                "max_pixels": config.action_max_pixels,
+                "min_pixels": min(policy.min_pixels, config.action_max_pixels),
+            }
+        )
+    return target_size(width, height, policy)
 
 
 # The same decision the shared episode loop makes (clones always have a verdict).
@@ -348,12 +367,12 @@ class EnvCore:
                 hint='e.g. \'{"type": "click", "x": 500, "y": 120}\'',
             )
         if self.config.strict_actions:
-            parse_policy_action(raw)  # raises ActionError before anything is counted
+            self._parse(raw)  # raises ActionError before anything is counted
         info: dict[str, Any] = {"format_error": None, "boundary": None, "action": None}
         reward = 0.0
         action: Action | None
         try:
-            action = parse_policy_action(raw)
+            action, *then = self._parse(raw)
         except ActionError as exc:
             action = None
             info["format_error"] = exc.message
@@ -373,11 +392,20 @@ class EnvCore:
         if answer is not None:
             episode.answer = answer
         if rule.send and action is not None:
-            assert self._device is not None
-            self._device.act(action)
-            self._last = self._observe()
+            self._act(action)
         if rule.boundary is not None:
             info["boundary"] = rule.boundary
+        elif rule.send and then:
+            # The format's follow-up (e.g. UI-TARS's Enter after typing) belongs to the same step and
+            # meets the same boundary rule, each against the screen it lands on.
+            info["then"] = [action_to_dict(a) for a in then]
+            for follow in then:
+                hit = boundary_hit(follow, self._hierarchy(episode), episode.boundary, self._screen())
+                self._act(follow)
+                if hit is not None:
+                    info["boundary"] = hit.describe()
+                    end = EndReason.BOUNDARY
+                    break
         truncated = end is EndReason.STEP_BUDGET
         shaped = self.config.reward.shaped
         verdict = self._verdict(answer) if end is not None or shaped else None
@@ -398,6 +426,33 @@ class EnvCore:
             truncated=truncated,
             info=info,
         )
+
+    def _parse(self, raw: Any) -> list[Action]:
+        """The step's actions: Action JSON, or raw model text in `config.action_format` (which
+        may ask for a follow-up, e.g. UI-TARS's type-then-Enter)."""
+        if self.config.action_format is None or not isinstance(raw, str | bytes):
+            return [parse_policy_action(raw)]
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        parsed = self.action_reader().parse(text, self.model_image_size())
+        if parsed.action is None:
+            raise ActionError(parsed.error or "unparseable model output")
+        return [parsed.action, *parsed.then]
+
+    def action_reader(self) -> ActionFormat:
+        from realbench.agents.formats import get_format
+
+        assert self.config.action_format is not None
+        return get_format(self.config.action_format)
+
+    def model_image_size(self) -> ImageSize:
+        """The size the model was shown the current screenshot at (the format's image policy)."""
+        last = self._require_last()
+        return model_image_size(self.config, last.width, last.height)
+
+    def _act(self, action: Action) -> None:
+        assert self._device is not None
+        self._device.act(action)
+        self._last = self._observe()
 
     def _hierarchy(self, episode: _Episode) -> Hierarchy | None:
         """The last observation's hierarchy, for the boundary rule (None where it has nothing to check)."""
@@ -462,7 +517,12 @@ class EnvCore:
         if episode is None:
             return {"env_id": self.env_id}
         instance = episode.instance
+        extra: dict[str, Any] = {}
+        if self.config.action_format is not None and self._last is not None:
+            size = self.model_image_size()
+            extra = {"action_format": self.config.action_format, "image_size": [size.width, size.height]}
         return {
+            **extra,
             "env_id": self.env_id,
             "task_id": instance.task.id,
             "seed": instance.seed,

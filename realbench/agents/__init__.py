@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from realbench.agent import Agent
 from realbench.errors import ConfigError, UnknownNameError
@@ -58,6 +58,10 @@ def make_agent(
     fmt: str | None = None,
     api_key_env: str | None = None,
     seed: int = 0,
+    max_pixels: int | None = None,
+    history_images: int | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
 ) -> Agent:
     """Build the agent named by `spec` (see module docstring)."""
     if spec == "golden":
@@ -83,9 +87,20 @@ def make_agent(
                 hint="e.g. --base-url http://localhost:8000/v1 --model qwen-base (see docs/models.md)",
             )
         name = fmt or DEFAULT_FORMAT
-        get_format(name)  # fail fast on an unknown format name
-        endpoint = ChatEndpoint(base_url=base_url, model=model, api_key_env=api_key_env, seed=seed)
-        config = OpenAIAgentConfig(endpoint=endpoint, format=name)
+        policy = get_format(name).image_policy()  # also fails fast on an unknown format name
+        if max_pixels is not None:
+            policy = policy.model_copy(
+                update={"max_pixels": max_pixels, "min_pixels": min(policy.min_pixels, max_pixels)}
+            )
+        sampling: dict[str, Any] = {}
+        if temperature is not None:
+            sampling["temperature"] = temperature
+        if max_tokens is not None:
+            sampling["max_tokens"] = max_tokens
+        endpoint = ChatEndpoint(
+            base_url=base_url, model=model, api_key_env=api_key_env, seed=seed, **sampling
+        )
+        config = OpenAIAgentConfig(endpoint=endpoint, format=name, images=policy, image_window=history_images)
         return OpenAIAgent(config, client=shared_client(endpoint))
     raise UnknownNameError("agent", spec, list(AGENT_SPECS))
 

@@ -50,8 +50,14 @@ class ChatEndpoint(BaseModel):
     max_retries: int = Field(default=3, ge=0, le=20)
     backoff_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=30.0, ge=0)
+    # temperature, top_p and max_tokens are always sent, so a checkpoint's own
+    # generation_config.json (which vLLM applies to whatever a request leaves out) cannot make two
+    # checkpoints sample differently; `serve-model` also starts vLLM with `--generation-config
+    # vllm`. top_k and repetition_penalty are vLLM's own (hosted OpenAI refuses them): sent when set.
     temperature: float = Field(default=0.0, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_p: float | None = Field(default=1.0, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=-1, description="-1: off (vLLM's convention)")
+    repetition_penalty: float | None = Field(default=None, gt=0)
     max_tokens: int = Field(default=512, ge=1)
     seed: int | None = None
     extra_body: dict[str, Any] = Field(default_factory=dict)
@@ -69,6 +75,8 @@ class ChatEndpoint(BaseModel):
         return {
             "temperature": self.temperature,
             "top_p": self.top_p,
+            "top_k": self.top_k,
+            "repetition_penalty": self.repetition_penalty,
             "max_tokens": self.max_tokens,
             "seed": self.seed,
             "extra_body": self.extra_body,
@@ -97,6 +105,8 @@ class ChatResult:
     latency_s: float = 0.0
     attempts: int = 1
     finish_reason: str | None = None
+    # A thinking model's reasoning, when the server splits it off (vLLM's reasoning parsers).
+    reasoning: str | None = None
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -184,21 +194,32 @@ class ChatClient:
             return float(self._rng.uniform(0.5, 1.0))
 
     def complete(
-        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResult:
         """Blocking call (safe from many threads at once)."""
         runner = self._ensure()
-        return runner.submit(self._complete(messages, tools)).result()
+        return runner.submit(self._complete(messages, tools, response_format)).result()
 
     async def acomplete(
-        self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResult:
         """Awaitable from any event loop; the request itself runs on the client's loop."""
         runner = self._ensure()
-        return await asyncio.wrap_future(runner.submit(self._complete(messages, tools)))
+        return await asyncio.wrap_future(runner.submit(self._complete(messages, tools, response_format)))
 
     async def _complete(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        response_format: dict[str, Any] | None = None,
     ) -> ChatResult:
         import openai
 
@@ -215,8 +236,13 @@ class ChatClient:
             kwargs["seed"] = ep.seed
         if tools:
             kwargs["tools"] = tools
-        if ep.extra_body:
-            kwargs["extra_body"] = ep.extra_body
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        # vLLM's sampling parameters outside the OpenAI schema travel in the body's extra fields
+        vllm_only = {"top_k": ep.top_k, "repetition_penalty": ep.repetition_penalty}
+        extra = {**{k: v for k, v in vllm_only.items() if v is not None}, **ep.extra_body}
+        if extra:
+            kwargs["extra_body"] = extra
         retryable = (
             openai.APITimeoutError,
             openai.APIConnectionError,
@@ -307,4 +333,13 @@ def _result_of(response: Any) -> ChatResult:
         tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
         tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
         finish_reason=choice.finish_reason,
+        reasoning=_reasoning_of(message),
     )
+
+
+def _reasoning_of(message: Any) -> str | None:
+    value = getattr(message, "reasoning_content", None)
+    if value is None:
+        extra = getattr(message, "model_extra", None) or {}
+        value = extra.get("reasoning_content") or extra.get("reasoning")
+    return value if isinstance(value, str) and value.strip() else None

@@ -44,6 +44,8 @@ class Reply:
     status: int = 200
     delay_s: float = 0.0
     malformed: bool = False
+    # a thinking model's reasoning, split off as vLLM's reasoning parsers do
+    reasoning: str | None = None
 
     @classmethod
     def error(cls, status: int = 500) -> Reply:
@@ -94,6 +96,10 @@ class RequestRules:
     require_tool: str | None = None
     model: str | None = FAKE_MODEL
     api_key: str | None = None
+    # structured output: whether this server takes `response_format` at all (a server without
+    # guided decoding answers 400), and whether a request must carry a JSON schema
+    response_format: bool = True
+    require_response_format: bool = False
 
 
 class FakeModelServer:
@@ -274,6 +280,7 @@ class FakeModelServer:
             problems.append(f"{len(images)} images in the request exceed the limit of {rules.max_images}")
         if rules.require_tool is not None and not _has_tool(body, rules.require_tool):
             problems.append(f"tool schema {rules.require_tool!r} missing from the request")
+        problems.extend(_response_format_problems(body.get("response_format"), rules))
         return RecordedRequest(body=body, images=images, problems=problems, authorization=authorization)
 
     def _completion(self, body: dict[str, Any], recorded: RecordedRequest, reply: Reply) -> dict[str, Any]:
@@ -281,6 +288,8 @@ class FakeModelServer:
         image_tokens = sum(w * h // _PIXELS_PER_TOKEN for w, h in recorded.images)
         completion_tokens = max(1, len(reply.text) // 4)
         message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+        if reply.reasoning is not None:
+            message["reasoning_content"] = reply.reasoning
         if reply.tool_calls:
             message["tool_calls"] = [
                 {
@@ -314,6 +323,37 @@ class FakeModelServer:
         }
 
 
+def _response_format_problems(value: Any, rules: RequestRules) -> list[str]:
+    """What is wrong with a request's `response_format`, as OpenAI's API and vLLM check it."""
+    if value is None:
+        return (
+            ["response_format with a JSON schema missing from the request"]
+            if rules.require_response_format
+            else []
+        )
+    if not rules.response_format:
+        return ["response_format is not supported by this server"]
+    if not isinstance(value, dict) or value.get("type") not in ("json_schema", "json_object", "text"):
+        return ["response_format.type must be json_schema, json_object or text"]
+    if value["type"] != "json_schema":
+        return ["response_format must carry a JSON schema"] if rules.require_response_format else []
+    spec = value.get("json_schema")
+    if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not spec["name"]:
+        return ["response_format.json_schema needs a name"]
+    schema = spec.get("schema")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return ["response_format.json_schema.schema must be an object schema"]
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not properties:
+        return ["response_format.json_schema.schema has no properties"]
+    missing = [k for k in schema.get("required", []) if k not in properties]
+    if missing:
+        return [f"response_format schema requires undefined properties {missing}"]
+    if spec.get("strict") and schema.get("additionalProperties") is not False:
+        return ["a strict response_format schema must set additionalProperties: false"]
+    return []
+
+
 def _has_tool(body: dict[str, Any], name: str) -> bool:
     for tool in body.get("tools") or []:
         if isinstance(tool, dict) and (tool.get("function") or {}).get("name") == name:
@@ -327,7 +367,11 @@ def _has_tool(body: dict[str, Any], name: str) -> bool:
                         schema = json.loads(line)
                     except json.JSONDecodeError:
                         continue
-                    if isinstance(schema, dict) and schema.get("name") == name:
+                    if not isinstance(schema, dict):
+                        continue
+                    # qwen-agent wraps each tool as {"type": "function", "function": {...}}
+                    inner = schema.get("function") if schema.get("type") == "function" else schema
+                    if isinstance(inner, dict) and inner.get("name") == name:
                         return True
     return False
 

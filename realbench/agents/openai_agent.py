@@ -2,14 +2,8 @@
 
 Base and trained checkpoints go through exactly the same path: the same format adapter, image
 policy, history window and generation settings. A hash of all of these (not of the model name or
-URL) is recorded with every step, so two runs can be checked to have been treated alike.
-
-Prompt layout, per step:
-    system     the format's action space (and tool schema)
-    user       the instruction + one text line per step older than the image window
-    user/asst  for each of the last `image_window - 1` steps: its screenshot, then the action the
-               model took, rendered in the format's own syntax (with its thought)
-    user       the current screenshot
+URL) is recorded with every step, so two runs can be checked to have been treated alike. The
+messages come from `realbench.agents.prompt.build_messages`, which the trainer adapters share.
 """
 
 from __future__ import annotations
@@ -18,22 +12,22 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections import deque
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from realbench.actions import Action
 from realbench.agent import AgentStep, HistoryItem
 from realbench.agents.client import ChatClient, ChatEndpoint, ChatResult
 from realbench.agents.formats import ActionFormat, get_format
 from realbench.agents.images import ImagePolicy, ImageSize, PreparedImage, prepare_image
+from realbench.agents.prompt import PromptStep, build_messages
 from realbench.errors import ConfigError
 from realbench.observation import Observation, Screenshot
 from realbench.taskpack import TaskInstance
 
 log = logging.getLogger(__name__)
-
-# What the prompt says for a step whose output could not be parsed.
-_UNPARSED = "(the output of this step could not be parsed; no action was taken)"
 
 
 class OpenAIAgentConfig(BaseModel):
@@ -41,9 +35,12 @@ class OpenAIAgentConfig(BaseModel):
 
     endpoint: ChatEndpoint
     format: str = "qwen-mobile"
-    images: ImagePolicy = Field(default_factory=ImagePolicy)
-    image_window: int = Field(
-        default=3, ge=1, le=20, description="screenshots per request, the current one included"
+    images: ImagePolicy | None = Field(default=None, description="None: the format's own policy")
+    image_window: int | None = Field(
+        default=None,
+        ge=1,
+        le=20,
+        description="screenshots per request, the current one included; None: the format's default",
     )
     text_history: int = Field(default=30, ge=0, description="older steps kept as text lines")
     label: str | None = Field(default=None, description="agent name override; default openai:<model>")
@@ -55,10 +52,16 @@ class OpenAIAgent:
     def __init__(self, config: OpenAIAgentConfig, *, client: ChatClient | None = None) -> None:
         self.config = config
         self.fmt: ActionFormat = get_format(config.format)
+        self.images: ImagePolicy = config.images or self.fmt.image_policy()
+        self.image_window: int = config.image_window or self.fmt.default_image_window()
         self.client = client or ChatClient(config.endpoint)
         self._owns_client = client is None
         self._instruction: str | None = None
         self._images: dict[bytes, PreparedImage] = {}
+        # the model's own text per step index, and the steps taken from a queue without a call
+        self._said: dict[int, str] = {}
+        self._followup_steps: set[int] = set()
+        self._queue: deque[Action] = deque()
         self.prompt_hash = self._prompt_hash()
 
     @property
@@ -73,8 +76,8 @@ class OpenAIAgent:
             "format": self.fmt.settings(),
             "system_prompt": self.fmt.system_prompt(probe),
             "task_text": self.fmt.task_text("{instruction}", ["{step}"]),
-            "images": self.config.images.model_dump(mode="json"),
-            "image_window": self.config.image_window,
+            "images": self.images.model_dump(mode="json"),
+            "image_window": self.image_window,
             "text_history": self.config.text_history,
             "generation": self.config.endpoint.generation_settings(),
         }
@@ -84,21 +87,23 @@ class OpenAIAgent:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def reset(self, instance: TaskInstance) -> None:
-        self._instruction = instance.instruction
-        self._images.clear()
+        self.start(instance.instruction)
 
     def start(self, instruction: str) -> None:
         """Set the instruction directly (for drivers that have no TaskInstance)."""
         self._instruction = instruction
         self._images.clear()
+        self._said.clear()
+        self._followup_steps.clear()
+        self._queue.clear()
 
     # --- prompt ----------------------------------------------------------------------------
 
     def _prepared(self, shot: Screenshot) -> PreparedImage:
         cached = self._images.get(shot.data)
         if cached is None:
-            cached = prepare_image(shot, self.config.images)
-            if len(self._images) > 4 * self.config.image_window:
+            cached = prepare_image(shot, self.images)
+            if len(self._images) > 4 * self.image_window:
                 self._images.clear()
             self._images[shot.data] = cached
         return cached
@@ -109,57 +114,74 @@ class OpenAIAgent:
         if self._instruction is None:
             raise ConfigError("the agent was not reset with a task", hint="call reset(instance) before act()")
         current = self._prepared(observation.screenshot)
-        window_size = self.config.image_window - 1
-        window: list[HistoryItem] = []
-        for item in reversed(history):
-            if len(window) >= window_size or item.observation is None:
-                break
-            window.insert(0, item)
-        older = history[: len(history) - len(window)]
-        lines = [self._line(item, current.size) for item in older]
-        if self.config.text_history and len(lines) > self.config.text_history:
-            dropped = len(lines) - self.config.text_history
-            lines = [f"({dropped} earlier steps omitted)"] + lines[dropped:]
-        elif not self.config.text_history:
-            lines = []
-
-        messages: list[dict[str, Any]] = [{"role": "system", "content": self.fmt.system_prompt(current.size)}]
-        user: list[dict[str, Any]] = [{"type": "text", "text": self.fmt.task_text(self._instruction, lines)}]
-        for item in window:
-            assert item.observation is not None
-            image = self._prepared(item.observation.screenshot)
-            user.append(_image_part(image))
-            messages.append({"role": "user", "content": user})
-            if item.action is None:
-                said = _UNPARSED
-            else:
-                said = self.fmt.render(item.action, image.size, item.thought)
-            messages.append({"role": "assistant", "content": said})
-            user = []
-        user.append(_image_part(current))
-        messages.append({"role": "user", "content": user})
+        earlier: list[PromptStep] = []
+        for item in history:
+            if item.index in self._followup_steps:
+                continue  # taken from the model's previous output, which the prompt already shows
+            image = None
+            if item.observation is not None:
+                # only the last few are drawn; older ones cost nothing when never prepared
+                image = (
+                    self._prepared(item.observation.screenshot)
+                    if len(history) - item.index < self.image_window
+                    else None
+                )
+            earlier.append(
+                PromptStep(
+                    index=item.index,
+                    action=item.action,
+                    thought=item.thought,
+                    image=image,
+                    said=self._said.get(item.index),
+                )
+            )
+        messages = build_messages(
+            self.fmt,
+            self._instruction,
+            earlier,
+            current,
+            image_window=self.image_window,
+            text_history=self.config.text_history,
+        )
         return messages, self.fmt.tools(current.size), current
-
-    def _line(self, item: HistoryItem, screen: ImageSize) -> str:
-        if item.action is None:
-            return f"Step {item.index + 1}: {_UNPARSED}"
-        if item.observation is not None:
-            screen = self._prepared(item.observation.screenshot).size
-        return f"Step {item.index + 1}: {self.fmt.history_line(item.action, screen)}"
 
     # --- acting ----------------------------------------------------------------------------
 
     def act(self, observation: Observation, history: list[HistoryItem]) -> AgentStep:
+        queued = self._take_queued(history)
+        if queued is not None:
+            return queued
         messages, tools, current = self.build_request(observation, history)
         result = self.client.complete(messages, tools=tools)
-        return self._step(result, current)
+        return self._step(result, current, len(history))
 
     async def aact(self, observation: Observation, history: list[HistoryItem]) -> AgentStep:
+        queued = self._take_queued(history)
+        if queued is not None:
+            return queued
         messages, tools, current = self.build_request(observation, history)
         result = await self.client.acomplete(messages, tools=tools)
-        return self._step(result, current)
+        return self._step(result, current, len(history))
 
-    def _step(self, result: ChatResult, current: PreparedImage) -> AgentStep:
+    def _take_queued(self, history: list[HistoryItem]) -> AgentStep | None:
+        if not self._queue:
+            return None
+        if history and history[-1].action is None:
+            self._queue.clear()  # the step that asked for these failed
+            return None
+        self._followup_steps.add(len(history))
+        return AgentStep(
+            action=self._queue.popleft(),
+            raw="",
+            extra={
+                "model": self.config.endpoint.model,
+                "format": self.fmt.name,
+                "followup": True,
+                "prompt_hash": self.prompt_hash,
+            },
+        )
+
+    def _step(self, result: ChatResult, current: PreparedImage, index: int) -> AgentStep:
         raw = result.text
         for call in result.tool_calls:
             args = call.get("arguments")
@@ -174,10 +196,14 @@ class OpenAIAgent:
         parsed = self.fmt.parse(raw, current.size)
         if parsed.error:
             log.info("%s: unparseable output (%s)", self.name, parsed.error)
+        else:
+            self._queue.extend(parsed.then)
+        self._said[index] = raw
+        thought = parsed.thought or result.reasoning
         return AgentStep(
             action=parsed.action,
             raw=raw,
-            thought=parsed.thought,
+            thought=thought,
             error=parsed.error,
             tokens_in=result.tokens_in,
             tokens_out=result.tokens_out,
@@ -189,13 +215,10 @@ class OpenAIAgent:
                 "image_size": [current.size.width, current.size.height],
                 "attempts": result.attempts,
                 "finish_reason": result.finish_reason,
+                **({"reasoning": result.reasoning} if result.reasoning else {}),
             },
         )
 
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
-
-
-def _image_part(image: PreparedImage) -> dict[str, Any]:
-    return {"type": "image_url", "image_url": {"url": image.data_url}}

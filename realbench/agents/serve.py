@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,45 @@ from realbench.agents.images import ImagePolicy
 from realbench.errors import ConfigError, ModelError, ServerError
 
 log = logging.getLogger(__name__)
+
+# The oldest vLLM that serves Qwen3-VL and takes its processor's `size` limits and
+# `--generation-config vllm`.
+MIN_VLLM = (0, 11, 0)
+
+
+class PixelLimitForm(StrEnum):
+    """How the processor takes its pixel limits."""
+
+    PIXELS = "pixels"  # Qwen2/2.5-VL: {"max_pixels": …, "min_pixels": …}
+    SIZE = "size"  # Qwen3-VL: {"size": {"longest_edge": max_pixels, "shortest_edge": min_pixels}}
+
+
+def limits_for_format(format_name: str, *, history_images: int | None = None) -> dict[str, Any]:
+    """The server limits that match a format's image policy: the server then never resizes an
+    image the client already sized (which would move every pixel-coordinate click)."""
+    from realbench.agents.formats import get_format
+    from realbench.agents.formats.qwen_mobile import ModelFamily, QwenMobileFormat
+
+    fmt = get_format(format_name)
+    policy = fmt.image_policy()
+    qwen3 = isinstance(fmt, QwenMobileFormat) and fmt.family is ModelFamily.QWEN3
+    return {
+        "max_pixels": policy.max_pixels,
+        "min_pixels": policy.min_pixels,
+        "max_images": history_images or fmt.default_image_window(),
+        "pixel_form": PixelLimitForm.SIZE if qwen3 else PixelLimitForm.PIXELS,
+    }
+
+
+def serve_limits(
+    format_name: str, *, max_images: int | None = None, max_pixels: int | None = None
+) -> dict[str, Any]:
+    """`ServeConfig` fields for a format, with explicit overrides (the same ones `run` takes)."""
+    limits = limits_for_format(format_name, history_images=max_images)
+    if max_pixels is not None:
+        limits["max_pixels"] = max_pixels
+        limits["min_pixels"] = min(limits["min_pixels"], max_pixels)
+    return limits
 
 
 class ServeConfig(BaseModel):
@@ -44,6 +85,8 @@ class ServeConfig(BaseModel):
     )
     max_pixels: int = Field(default=ImagePolicy().max_pixels, ge=28 * 28)
     min_pixels: int = Field(default=ImagePolicy().min_pixels, ge=1)
+    pixel_form: PixelLimitForm = PixelLimitForm.PIXELS
+    max_tokens: int | None = Field(default=None, ge=1, description="server-side cap on generated tokens")
     dtype: str = "bfloat16"
     tools: bool = Field(default=False, description="parse <tool_call> replies into structured tool calls")
     seed: int = 0
@@ -53,6 +96,25 @@ class ServeConfig(BaseModel):
     @property
     def name(self) -> str:
         return self.served_name or Path(self.model).name or self.model
+
+    def effective_defaults(self) -> dict[str, Any]:
+        """What the server applies to a request that leaves a sampling parameter out: vLLM's own
+        neutral defaults, never the checkpoint's generation_config.json (the client sends every
+        parameter anyway; this is recorded so a run can show it)."""
+        return {
+            "generation_config": "vllm",
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "top_k": -1,
+            "repetition_penalty": 1.0,
+            "max_tokens": self.max_tokens,
+            "image_limits": self.processor_limits(),
+        }
+
+    def processor_limits(self) -> dict[str, Any]:
+        if self.pixel_form is PixelLimitForm.SIZE:
+            return {"size": {"longest_edge": self.max_pixels, "shortest_edge": self.min_pixels}}
+        return {"max_pixels": self.max_pixels, "min_pixels": self.min_pixels}
 
     @property
     def base_url(self) -> str:
@@ -84,17 +146,53 @@ def vllm_command(cfg: ServeConfig, executable: str = "vllm") -> list[str]:
         cfg.dtype,
         "--seed",
         str(cfg.seed),
-        # screenshots of a history window: several images per prompt, each within the pixel budget
+        # screenshots of a history window: several images per prompt, each within the pixel budget;
+        # no video, so vLLM reserves no memory for it
         "--limit-mm-per-prompt",
-        json.dumps({"image": cfg.max_images}),
+        json.dumps({"image": cfg.max_images, "video": 0}),
         "--mm-processor-kwargs",
-        json.dumps({"max_pixels": cfg.max_pixels, "min_pixels": cfg.min_pixels}),
+        json.dumps(cfg.processor_limits()),
+        # a checkpoint's generation_config.json must not change how it samples
+        "--generation-config",
+        "vllm",
         # consecutive steps share the system prompt and most of the history
         "--enable-prefix-caching",
     ]
     if cfg.tools:
         cmd += ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    if cfg.max_tokens is not None:
+        cmd += ["--override-generation-config", json.dumps({"max_new_tokens": cfg.max_tokens})]
     return cmd + list(cfg.extra_args)
+
+
+def vllm_version(executable: str) -> tuple[int, ...]:
+    """The installed vLLM's version, from `vllm --version`."""
+    try:
+        done = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ModelError(
+            f"`{executable} --version` failed: {exc}", hint="check the vLLM installation"
+        ) from None
+    m = re.search(
+        r"(\d+)\.(\d+)(?:\.(\d+))?", done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    )
+    if m is None:
+        raise ModelError(
+            f"cannot read vLLM's version from {done.stdout.strip()[:80]!r}",
+            hint="check the vLLM installation",
+        )
+    return tuple(int(g or 0) for g in m.groups())
+
+
+def check_vllm_version(executable: str) -> tuple[int, ...]:
+    version = vllm_version(executable)
+    if version < MIN_VLLM:
+        have, need = ".".join(map(str, version)), ".".join(map(str, MIN_VLLM))
+        raise ModelError(
+            f"vLLM {have} is older than {need}, the oldest that serves these models as realbench expects",
+            hint=f"pip install 'vllm>={need}'",
+        )
+    return version
 
 
 def find_vllm() -> str:
@@ -159,6 +257,7 @@ def wait_for_endpoint(
 def start_server(cfg: ServeConfig, *, log_path: Path) -> subprocess.Popen[bytes]:
     """Start `vllm serve` in the background, its output going to `log_path`."""
     exe = find_vllm()
+    check_vllm_version(exe)
     env = dict(os.environ)
     if cfg.gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = cfg.gpus
@@ -206,7 +305,17 @@ def serve_model(
     except BaseException:
         stop_server(process)
         raise
-    info = {"base_url": cfg.base_url, "models": models, "pid": process.pid, "log": str(log_path)}
+    info = {
+        "base_url": cfg.base_url,
+        "models": models,
+        "pid": process.pid,
+        "log": str(log_path),
+        "effective_defaults": cfg.effective_defaults(),
+    }
+    # beside the log, so a run can be checked against how its server sampled
+    log_path.with_suffix(".serve.json").write_text(
+        json.dumps({**info, "command": vllm_command(cfg)}, indent=2, ensure_ascii=False)
+    )
     if on_ready is not None:
         on_ready(info)
     if foreground:

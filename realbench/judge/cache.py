@@ -1,4 +1,6 @@
-"""An on-disk cache of judge verdicts, keyed by (judge, prompt, model, trajectory content).
+"""An on-disk cache of judge verdicts, keyed by the hash of the rendered request (messages with
+their images, model, sampling parameters, schema): any change to what the judge would be asked
+makes a new key.
 
 Lives in the run folder (``<run>/judge_cache/<judge>/<key>.json``), so re-running `realbench
 judge` costs nothing for trajectories already judged with the same judge and prompt.
@@ -12,6 +14,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -28,8 +31,9 @@ class JudgeCache:
         self.misses = 0
 
     @staticmethod
-    def key(judge: str, prompt_hash: str, model: str, trajectory_hash: str) -> str:
-        return hashlib.sha256(f"{judge}\0{prompt_hash}\0{model}\0{trajectory_hash}".encode()).hexdigest()[:32]
+    def request_key(judge: str, request: dict[str, Any]) -> str:
+        blob = json.dumps(request, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(f"{judge}\0{blob}".encode()).hexdigest()[:32]
 
     def _path(self, judge: str, key: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in judge)

@@ -2,10 +2,17 @@
 
 Given the task (instruction, rubric, expected answer type), the action history and a few
 screenshots (the last k, or k sampled evenly with the final screen always included), the model is
-asked for one JSON object ``{"success": true|false|null, "reason": "...", "confidence": 0..1}``.
-A reply that is not such an object is asked for again (up to `max_attempts`); after that, or when
-the endpoint fails, the verdict is an abstention (success=False, abstained=True), never a guess.
-``"success": null`` is the judge abstaining on purpose (e.g. the screenshots do not show enough).
+asked for one JSON object ``{"reason": "...", "success": true|false|null, "confidence": 0..1}``
+(the reason first, so the verdict follows from it). Where the endpoint supports it the request
+carries that shape as a JSON schema (``response_format``); an endpoint that refuses the schema gets
+the same request without it, and the free-form reply is read as before. A reply that is not such
+an object is asked for again (up to `max_attempts`); after that, or when the endpoint fails, the
+verdict is an abstention (success=False, abstained=True), never a guess. ``"success": null`` is
+the judge abstaining on purpose (e.g. the screenshots do not show enough).
+
+Each touch is drawn on the screenshot it was made on and named by the element it hit (from the
+hierarchy stored with that step). Verdicts are cached under the hash of the rendered request
+(messages, model, sampling parameters, schema): editing a rubric or a prompt never reuses one.
 """
 
 from __future__ import annotations
@@ -24,11 +31,12 @@ from realbench.agents.formats.base import first_json_object
 from realbench.agents.images import ImagePolicy, prepare_image
 from realbench.errors import ConfigError, ModelError
 from realbench.judge.cache import JudgeCache
+from realbench.judge.taps import draw_touch, tapped_element, touch_point
 from realbench.observation import Screenshot
 from realbench.outcome import Verdict, VerdictSource
 from realbench.taskpack import AnswerType, Task
 from realbench.templating import render
-from realbench.trajectory import Trajectory
+from realbench.trajectory import Trajectory, TrajectoryStep
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +55,31 @@ SYSTEM_PROMPT = (
     "the phone (the last one is the final screen). Decide from the evidence only whether the agent "
     "completed the task as the rubric defines it. If the screenshots do not show enough to decide, "
     "say so with success null.\n\n"
-    "Reply with exactly one JSON object and nothing else:\n"
-    '{"success": true | false | null, "reason": "<one or two sentences>", "confidence": <0.0-1.0>}'
+    "Touches are drawn on the screenshot they were made on (a red ring; a line for a swipe) and "
+    "the element each one hit is named in the action list.\n\n"
+    "Reply with exactly one JSON object and nothing else, the reason first:\n"
+    '{"reason": "<one or two sentences>", "success": true | false | null, "confidence": <0.0-1.0>}'
 )
 RETRY_PROMPT = (
     "Your reply could not be read. Reply with exactly one JSON object: "
-    '{"success": true | false | null, "reason": "...", "confidence": 0.0-1.0}'
+    '{"reason": "...", "success": true | false | null, "confidence": 0.0-1.0}'
 )
+# The reply's shape for endpoints with structured output (vLLM's guided decoding, OpenAI's
+# json_schema). "reason" comes first so the model writes its reasoning before the verdict.
+VERDICT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string"},
+        "success": {"type": ["boolean", "null"]},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["reason", "success", "confidence"],
+    "additionalProperties": False,
+}
+RESPONSE_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "verdict", "schema": VERDICT_SCHEMA, "strict": True},
+}
 
 
 class ImageSampling(StrEnum):
@@ -64,8 +90,8 @@ class ImageSampling(StrEnum):
 class JudgeReply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    success: bool | None
     reason: str = Field(default="", max_length=4000)
+    success: bool | None
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
@@ -79,6 +105,10 @@ class VLMJudgeConfig(BaseModel):
     image_policy: ImagePolicy = Field(default_factory=lambda: ImagePolicy(max_pixels=768 * 28 * 28))
     max_attempts: int = Field(default=3, ge=1, le=10)
     include_thoughts: bool = True
+    structured_output: bool = Field(
+        default=True, description="send the verdict's JSON schema (response_format)"
+    )
+    draw_touches: bool = True
     price_in_per_mtok: float = Field(default=0.0, ge=0)
     price_out_per_mtok: float = Field(default=0.0, ge=0)
 
@@ -120,6 +150,7 @@ class VLMJudge:
         self.client = client or ChatClient(config.endpoint)
         self._owns_client = client is None
         self.cache = cache
+        self._schema_refused = False
         self.prompt_hash = hashlib.sha256(
             json.dumps(
                 {
@@ -129,6 +160,8 @@ class VLMJudge:
                     "sampling": config.sampling.value,
                     "policy": config.image_policy.model_dump(mode="json"),
                     "thoughts": config.include_thoughts,
+                    "structured": config.structured_output,
+                    "touches": config.draw_touches,
                     "generation": config.endpoint.generation_settings(),
                 },
                 sort_keys=True,
@@ -146,6 +179,9 @@ class VLMJudge:
                 what = f"(unparseable output: {step.error or 'no action'})"
             else:
                 what = json.dumps(step.action, ensure_ascii=False)
+                hit = tapped_element(step.hierarchy, step.action)
+                if hit is not None:
+                    what += f" — hit {hit}"
             thought = f" — reasoning: {step.thought}" if self.config.include_thoughts and step.thought else ""
             lines.append(f"{step.index + 1}. {what}{thought}")
         answer_kind = task.answer.type
@@ -166,17 +202,25 @@ class VLMJudge:
             + "\n\nActions (coordinates are 0-1000 on both axes):\n"
             + ("\n".join(lines) or "(no actions)")
         )
-        shots = traj.screenshots
+        # each screenshot with the step taken on it (None for the final screen)
+        shots: list[tuple[TrajectoryStep | None, bytes]] = [
+            (s, s.screenshot) for s in traj.steps if s.screenshot is not None
+        ]
+        if traj.final_screenshot is not None:
+            shots.append((None, traj.final_screenshot))
         indices = pick_images(len(shots), self.config.images, self.config.sampling)
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         for n, i in enumerate(indices):
-            label = (
-                "final screen"
-                if i == len(shots) - 1 and traj.final_screenshot is not None
-                else f"screenshot before step {i + 1}"
-            )
+            shot_step, png = shots[i]
+            if shot_step is None:
+                label = "final screen"
+            else:
+                label = f"screenshot before step {shot_step.index + 1}"
+                if self.config.draw_touches and touch_point(shot_step.action) is not None:
+                    png = draw_touch(png, shot_step.action)
+                    label += f" (step {shot_step.index + 1}'s touch drawn in red)"
             content.append({"type": "text", "text": f"Image {n + 1}: {label}"})
-            image = prepare_image(Screenshot.from_bytes(shots[i]), self.config.image_policy)
+            image = prepare_image(Screenshot.from_bytes(png), self.config.image_policy)
             content.append({"type": "image_url", "image_url": {"url": image.data_url}})
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
 
@@ -184,22 +228,49 @@ class VLMJudge:
         c = self.config
         return (tokens_in * c.price_in_per_mtok + tokens_out * c.price_out_per_mtok) / 1e6
 
-    def cache_key(self, traj: Trajectory) -> str:
-        return JudgeCache.key(self.name, self.prompt_hash, self.config.endpoint.model, traj.content_hash())
+    def request(self, task: Task, traj: Trajectory) -> dict[str, Any]:
+        """The request as rendered (what the cache key is the hash of)."""
+        return {
+            "model": self.config.endpoint.model,
+            "messages": self.messages(task, traj),
+            "params": self.config.endpoint.generation_settings(),
+            "response_format": RESPONSE_FORMAT if self.config.structured_output else None,
+            "retry": RETRY_PROMPT,
+            "max_attempts": self.config.max_attempts,
+        }
+
+    def cache_key(self, task: Task, traj: Trajectory) -> str:
+        return JudgeCache.request_key(self.name, self.request(task, traj))
+
+    async def _ask(self, messages: list[dict[str, Any]]) -> ChatResult:
+        """One call, with the schema where the endpoint takes it; a 400 for the schema falls back
+        to free-form for the rest of this judge's life."""
+        if self.config.structured_output and not self._schema_refused:
+            try:
+                return await self.client.acomplete(messages, response_format=RESPONSE_FORMAT)
+            except ModelError as exc:
+                if "(400)" not in exc.message:
+                    raise
+                log.warning(
+                    "judge %s: the endpoint refused the JSON schema; reading free-form replies", self.name
+                )
+                self._schema_refused = True
+        return await self.client.acomplete(messages)
 
     async def ajudge(self, task: Task, traj: Trajectory) -> Verdict:
-        key = self.cache_key(traj)
+        request = self.request(task, traj)
+        key = JudgeCache.request_key(self.name, request)
         if self.cache is not None:
             cached = self.cache.get(self.name, key)
             if cached is not None:
                 return cached
-        messages = self.messages(task, traj)
+        messages = request["messages"]
         tokens_in = tokens_out = 0
         raw = ""
         verdict: Verdict | None = None
         for attempt in range(self.config.max_attempts):
             try:
-                result: ChatResult = await self.client.acomplete(messages)
+                result: ChatResult = await self._ask(messages)
             except ModelError as exc:
                 # transient infrastructure trouble: abstain, and do not cache it
                 return self._abstain(f"{ENDPOINT_FAILED}: {exc.message}", raw, tokens_in, tokens_out)

@@ -1,7 +1,8 @@
 """Prompt/action formats: a prompt builder and a parser per model family.
 
-Names: ``qwen-mobile`` (Qwen2.5-VL mobile_use, pixel coordinates), ``qwen3-mobile`` (the same tool
-on a 0–1000 grid), ``ui-tars`` (UI-TARS-1.5 text actions, pixel coordinates), ``ui-tars-norm``
+Names: ``qwen-mobile`` (Qwen2.5-VL mobile_use, pixel coordinates), ``qwen3-mobile`` (Qwen3-VL's
+mobile_use on its 999x999 grid; ``qwen3-mobile-tools`` sends the tool in the API's ``tools`` field,
+a mode Qwen2.5-VL's chat template cannot render, so ``qwen-mobile-tools`` is refused), ``ui-tars`` (UI-TARS-1.5 text actions, pixel coordinates), ``ui-tars-norm``
 (UI-TARS 1.0, 0–1000) and ``json`` (realbench Action JSON, 0–1000).
 """
 
@@ -11,14 +12,14 @@ from collections.abc import Callable
 
 from realbench.agents.formats.base import ActionFormat, CoordSpace, FormatError, ParsedOutput
 from realbench.agents.formats.json_format import JsonFormat
-from realbench.agents.formats.qwen_mobile import QwenMobileFormat, ToolMode
+from realbench.agents.formats.qwen_mobile import ModelFamily, QwenMobileFormat, ToolMode
 from realbench.agents.formats.ui_tars import UITarsFormat
 from realbench.errors import UnknownNameError
 
 _FORMATS: dict[str, Callable[[], ActionFormat]] = {
-    "qwen-mobile": lambda: QwenMobileFormat(coords=CoordSpace.PIXELS),
-    "qwen-mobile-tools": lambda: QwenMobileFormat(coords=CoordSpace.PIXELS, tool_mode=ToolMode.API),
-    "qwen3-mobile": lambda: QwenMobileFormat(coords=CoordSpace.NORM_1000),
+    "qwen-mobile": lambda: QwenMobileFormat(family=ModelFamily.QWEN25),
+    "qwen3-mobile": lambda: QwenMobileFormat(family=ModelFamily.QWEN3),
+    "qwen3-mobile-tools": lambda: QwenMobileFormat(family=ModelFamily.QWEN3, tool_mode=ToolMode.API),
     "ui-tars": lambda: UITarsFormat(coords=CoordSpace.PIXELS),
     "ui-tars-norm": lambda: UITarsFormat(coords=CoordSpace.NORM_1000),
     "json": JsonFormat,
@@ -30,6 +31,9 @@ def format_names() -> list[str]:
 
 
 def get_format(name: str) -> ActionFormat:
+    if name == "qwen-mobile-tools":
+        # refused with the reason (Qwen2.5-VL's chat template has no tools section)
+        return QwenMobileFormat(family=ModelFamily.QWEN25, tool_mode=ToolMode.API)
     try:
         return _FORMATS[name]()
     except KeyError:
@@ -41,6 +45,7 @@ __all__ = [
     "CoordSpace",
     "FormatError",
     "JsonFormat",
+    "ModelFamily",
     "ParsedOutput",
     "QwenMobileFormat",
     "ToolMode",

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from realbench.actions import COORD_MAX, Action
-from realbench.agents.images import ImageSize
+from realbench.agents.images import ImagePolicy, ImageSize
 from realbench.errors import ActionError
 
 
@@ -24,7 +24,22 @@ class CoordSpace(StrEnum):
     """How a format writes a point."""
 
     NORM_1000 = "norm1000"  # 0–1000 on both axes, whatever the image size
+    NORM_999 = "norm999"  # 0–999 on both axes (Qwen3-VL: "The screen's resolution is 999x999.")
     PIXELS = "pixels"  # absolute pixels of the resized image the model was shown
+
+
+class PromptLayout(StrEnum):
+    """Where a format's upstream agent puts the instruction and the older steps."""
+
+    # Qwen mobile_use cookbooks: one user turn with the query, a "Task progress" line listing
+    # every earlier step, then the screenshot(s).
+    PROGRESS_TEXT = "progress_text"
+    # UI-TARS: the whole template (instruction included) as the first user turn on its own, then
+    # one assistant turn per earlier step, screenshots only for the last few.
+    TURNS = "turns"
+
+
+_GRID_LIMIT = {CoordSpace.NORM_1000: 1000, CoordSpace.NORM_999: 999}
 
 
 class FormatError(ActionError):
@@ -36,12 +51,15 @@ class ParsedOutput:
     action: Action | None
     thought: str | None = None
     error: str | None = None
+    # Actions the same output asked for after `action` (UI-TARS's type(content='…\\n') is Type
+    # then Enter); the agent takes them on the following steps without asking the model again.
+    then: tuple[Action, ...] = ()
 
 
 def to_norm(x: float, y: float, screen: ImageSize, space: CoordSpace) -> tuple[int, int]:
     """A point written by the model → realbench's normalised 0–1000 coordinates."""
-    if space is CoordSpace.NORM_1000:
-        limit_x = limit_y = float(COORD_MAX)
+    if space in _GRID_LIMIT:
+        limit_x = limit_y = float(_GRID_LIMIT[space])
     else:
         limit_x, limit_y = float(screen.width), float(screen.height)
     # A point a hair outside the image is a rounding artefact; a point far outside is a model error.
@@ -52,6 +70,8 @@ def to_norm(x: float, y: float, screen: ImageSize, space: CoordSpace) -> tuple[i
         )
     if space is CoordSpace.NORM_1000:
         nx, ny = x, y
+    elif space is CoordSpace.NORM_999:
+        nx, ny = x * COORD_MAX / 999, y * COORD_MAX / 999
     else:
         nx = x * COORD_MAX / max(1, screen.width - 1)
         ny = y * COORD_MAX / max(1, screen.height - 1)
@@ -62,7 +82,18 @@ def from_norm(x: int, y: int, screen: ImageSize, space: CoordSpace) -> tuple[int
     """realbench's normalised point → the point as this format writes it (inverse of `to_norm`)."""
     if space is CoordSpace.NORM_1000:
         return (x, y)
+    if space is CoordSpace.NORM_999:
+        return (_to_grid_999(x), _to_grid_999(y))
     return (round(x * (screen.width - 1) / COORD_MAX), round(y * (screen.height - 1) / COORD_MAX))
+
+
+def _to_grid_999(n: int) -> int:
+    """The 0–999 value that `to_norm` maps back to `n` (plain rounding misses at the ties)."""
+    guess = round(n * 999 / COORD_MAX)
+    for value in (guess, guess - 1, guess + 1):
+        if 0 <= value <= 999 and round(value * COORD_MAX / 999) == n:
+            return value
+    return guess
 
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -115,6 +146,7 @@ class ActionFormat(ABC):
 
     name: str
     coords: CoordSpace
+    layout: PromptLayout = PromptLayout.PROGRESS_TEXT
 
     @abstractmethod
     def system_prompt(self, screen: ImageSize) -> str:
@@ -140,6 +172,18 @@ class ActionFormat(ABC):
     def parse_action_text(self, body: str, screen: ImageSize) -> Action:
         """The action part → an Action; raises ActionError (FormatError) when it cannot."""
 
+    def image_policy(self) -> ImagePolicy:
+        """How this model family's own processor sizes a screenshot (what it was trained on)."""
+        return ImagePolicy()
+
+    def default_image_window(self) -> int:
+        """Screenshots per request, the current one included, as in the family's upstream agent."""
+        return 1
+
+    def parse_followups(self, body: str, screen: ImageSize) -> tuple[Action, ...]:
+        """Actions the output asks for after the first one (see `ParsedOutput.then`)."""
+        return ()
+
     def tools(self, screen: ImageSize) -> list[dict[str, Any]] | None:
         """Tool schemas for the API's ``tools`` field, when the format sends them that way."""
         return None
@@ -154,7 +198,8 @@ class ActionFormat(ABC):
             return ParsedOutput(action=None, error="empty model output")
         thought, body = self.split(text)
         try:
-            return ParsedOutput(action=self.parse_action_text(body, screen), thought=thought)
+            action = self.parse_action_text(body, screen)
+            return ParsedOutput(action=action, thought=thought, then=self.parse_followups(body, screen))
         except ActionError as exc:
             return ParsedOutput(action=None, thought=thought, error=exc.message)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:  # odd shapes of model JSON

@@ -1,9 +1,14 @@
-"""UI-TARS text actions: ``Thought: … Action: click(start_box='(x,y)')``.
+"""UI-TARS text actions: ``Thought: … Action: click(point='<point>x y</point>')``.
+
+The prompt is UI-TARS's own mobile template (ui-tars' ``MOBILE_USE_DOUBAO``), verbatim, as the
+first user turn; the system message is "You are a helpful assistant."; earlier steps come back as
+the model's own assistant turns (`PromptLayout.TURNS`).
 
 UI-TARS-1.5 writes points in pixels of the resized image it was shown (`CoordSpace.PIXELS`);
 UI-TARS 1.0 writes them on a 0–1000 grid (`CoordSpace.NORM_1000`). Points may appear as
-``'(x,y)'``, ``'<|box_start|>(x,y)<|box_end|>'``, ``'<point>x y</point>'`` or a box
-``'(x1,y1,x2,y2)'`` (its centre is used).
+``'<point>x y</point>'``, ``'(x,y)'``, ``'<|box_start|>(x,y)<|box_end|>'`` or a box
+``'(x1,y1,x2,y2)'`` (its centre is used). ``type(content='…\\n')`` (a trailing newline) submits:
+it is Type, then Enter as a follow-up action (`ParsedOutput.then`).
 
 ``scroll(direction=…)`` names where the content should move into view, as in AndroidWorld:
 ``direction='down'`` reveals what is below, so the finger swipes up.
@@ -35,11 +40,12 @@ from realbench.agents.formats.base import (
     ActionFormat,
     CoordSpace,
     FormatError,
+    PromptLayout,
     from_norm,
     point_from,
     to_norm,
 )
-from realbench.agents.images import ImageSize
+from realbench.agents.images import ImagePolicy, ImageSize
 
 # How far (in 0–1000 units) a direction-only scroll moves the finger.
 SCROLL_DISTANCE = 400
@@ -47,20 +53,32 @@ _CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
 _KWARG = re.compile(r"(\w+)\s*=\s*(['\"])(.*?)\2\s*(?=,\s*\w+\s*=|$)", re.DOTALL)
 _HOTKEYS = {"back": Key.BACK, "home": Key.HOME, "enter": Key.ENTER, "return": Key.ENTER}
 
-ACTION_SPACE = """click(start_box='<|box_start|>(x1,y1)<|box_end|>')
-long_press(start_box='<|box_start|>(x1,y1)<|box_end|>')
-type(content='') #If you want to submit your input, next action use press_enter().
-scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', direction='down or up or right or left')
-drag(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x2,y2)<|box_end|>')
-open_app(app_name='')
-press_home()
-press_back()
-press_enter()
-wait() #Sleep for 1s and take a screenshot to check for any changes.
-finished(content='xxx') # Use escape characters \\', \\", and \\n in content part to ensure we can parse the content in normal python string format. Put the answer to a question in content."""
+# UI-TARS's mobile template (ui-tars's `MOBILE_USE_DOUBAO`), verbatim: the whole of it, the
+# instruction included, is the first user turn. Submitting is a trailing "\n" in `content`.
+MOBILE_USE_TEMPLATE = (
+    "You are a GUI agent. You are given a task and your action history, with screenshots. You need "
+    "to perform the next action to complete the task. \n## Output Format\n```\nThought: ...\nAction: "
+    "...\n```\n## Action Space\n\nclick(point='<point>x1 y1</point>')\nlong_press(point='<point>x1 "
+    "y1</point>')\ntype(content='') #If you want to submit your input, use \"\\n\" at the end of "
+    "`content`.\nscroll(point='<point>x1 y1</point>', direction='down or up or right or left')\n"
+    "open_app(app_name='')\ndrag(start_point='<point>x1 y1</point>', end_point='<point>x2 y2</point>')"
+    "\npress_home()\npress_back()\nfinished(content='xxx') # Use escape characters \\', \\\", and "
+    "\\n in content part to ensure we can parse the content in normal python string format.\n\n\n"
+    "## Note\n- Use {language} in `Thought` part.\n- Write a small plan and finally summarize your next "
+    "action (with its target element) in one sentence in `Thought` part.\n\n## User Instruction\n"
+    "{instruction}\n"
+)
+SYSTEM_MESSAGE = "You are a helpful assistant."
+# UI-TARS-1.5's processor limits (ui-tars's action_parser MIN_PIXELS / MAX_PIXELS).
+UI_TARS_MIN_PIXELS = 100 * 28 * 28
+UI_TARS_MAX_PIXELS = 16384 * 28 * 28
+# How many screenshots UI-TARS's reference agents keep (the current one included).
+UI_TARS_HISTORY_IMAGES = 5
 
 
 class UITarsFormat(ActionFormat):
+    layout = PromptLayout.TURNS
+
     def __init__(self, *, coords: CoordSpace = CoordSpace.PIXELS, language: str = "English") -> None:
         self.coords = coords
         self.language = language
@@ -69,43 +87,35 @@ class UITarsFormat(ActionFormat):
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "language": self.language}
 
+    def image_policy(self) -> ImagePolicy:
+        return ImagePolicy(min_pixels=UI_TARS_MIN_PIXELS, max_pixels=UI_TARS_MAX_PIXELS)
+
+    def default_image_window(self) -> int:
+        return UI_TARS_HISTORY_IMAGES
+
     def system_prompt(self, screen: ImageSize) -> str:
-        if self.coords is CoordSpace.PIXELS:
-            grid = f"Coordinates are pixels of the {screen.width}x{screen.height} screenshot."
-        else:
-            grid = "Coordinates are relative, 0-1000 on both axes."
-        return (
-            "You are a GUI agent. You are given a task and your action history, with screenshots. "
-            "You need to perform the next action to complete the task.\n\n"
-            "## Output Format\n```\nThought: ...\nAction: ...\n```\n\n"
-            f"## Action Space\n{ACTION_SPACE}\n\n"
-            f"## Note\n- Use {self.language} in `Thought` part.\n"
-            "- Write a small plan and finally summarize your next action (with its target element) in "
-            f"one sentence in `Thought` part.\n- {grid}"
-        )
+        return SYSTEM_MESSAGE
 
     def task_text(self, instruction: str, earlier_steps: list[str]) -> str:
-        text = f"## User Instruction\n{instruction}"
-        if earlier_steps:
-            text += "\n\n## Earlier steps (screenshots omitted)\n" + "\n".join(earlier_steps)
-        return text
+        # Earlier steps travel as assistant turns in this layout, never inside the template.
+        return MOBILE_USE_TEMPLATE.replace("{language}", self.language).replace("{instruction}", instruction)
 
     # --- rendering -------------------------------------------------------------------------
 
     def _box(self, x: int, y: int, screen: ImageSize) -> str:
         px, py = from_norm(x, y, screen, self.coords)
-        return f"'<|box_start|>({px},{py})<|box_end|>'"
+        return f"'<point>{px} {py}</point>'"
 
     def action_text(self, action: Action, screen: ImageSize) -> str:
         match action:
             case Click(x=x, y=y):
-                return f"click(start_box={self._box(x, y, screen)})"
+                return f"click(point={self._box(x, y, screen)})"
             case DoubleClick(x=x, y=y):
-                return f"left_double(start_box={self._box(x, y, screen)})"
+                return f"left_double(point={self._box(x, y, screen)})"
             case LongPress(x=x, y=y):
-                return f"long_press(start_box={self._box(x, y, screen)})"
+                return f"long_press(point={self._box(x, y, screen)})"
             case Swipe(x=x, y=y, x2=x2, y2=y2):
-                return f"drag(start_box={self._box(x, y, screen)}, end_box={self._box(x2, y2, screen)})"
+                return f"drag(start_point={self._box(x, y, screen)}, end_point={self._box(x2, y2, screen)})"
             case Type(text=text):
                 return f"type(content={_quote(text)})"
             case KeyPress(key=Key.BACK):
@@ -113,7 +123,7 @@ class UITarsFormat(ActionFormat):
             case KeyPress(key=Key.HOME):
                 return "press_home()"
             case KeyPress(key=Key.ENTER):
-                return "press_enter()"
+                return "press_enter()"  # not in the prompt; only a history of other agents has it
             case KeyPress(key=key):
                 return f"hotkey(key={_quote(key.value)})"
             case OpenApp(app=app):
@@ -143,15 +153,26 @@ class UITarsFormat(ActionFormat):
         return _thought_of(text[:idx]), text[idx + len("Action:") :].strip()
 
     def parse_action_text(self, body: str, screen: ImageSize) -> Action:
-        # several actions may follow one Action: label; the first is the one to take now
+        # several actions may follow one Action: label (upstream splits at ")\n\n"); the first is
+        # the one to take now
+        name, args = self._call(body)
+        return self._to_action(name, args, screen)
+
+    def _call(self, body: str) -> tuple[str, dict[str, str]]:
         first = body.strip().strip("`").strip()
-        first = re.split(r"\n\s*\n", first, maxsplit=1)[0].strip()
+        first = re.split(r"\)\s*\n\s*\n", first, maxsplit=1)[0].strip()
+        if not first.endswith(")"):
+            first += ")"
         m = _CALL.match(first)
         if not m:
             raise FormatError(f"no action call in {first[:80]!r}", field="action")
-        name, arg_text = m.group(1).lower(), m.group(2)
-        args = _kwargs(arg_text)
-        return self._to_action(name, args, screen)
+        return m.group(1).lower(), _kwargs(m.group(2))
+
+    def parse_followups(self, body: str, screen: ImageSize) -> tuple[Action, ...]:
+        name, args = self._call(body)
+        if name == "type" and args.get("content", "").endswith("\n") and args["content"].strip():
+            return (KeyPress(key=Key.ENTER),)
+        return ()
 
     def _pt(self, args: dict[str, str], *keys: str, screen: ImageSize) -> tuple[int, int]:
         for key in keys:
@@ -193,7 +214,7 @@ class UITarsFormat(ActionFormat):
             return Swipe(x=x, y=y, x2=x2, y2=y2)
         if name == "type":
             content = args.get("content", "")
-            # A trailing newline means "and submit" in UI-TARS; realbench submits with a separate key.
+            # A trailing newline means "and submit" (the Enter is `parse_followups`'s).
             content = content.rstrip("\n")
             if not content:
                 raise FormatError("type() needs non-empty content", field="content")
