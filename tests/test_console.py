@@ -1,0 +1,310 @@
+"""The lab console: selectors, access rules, labelling, and (farm tier) the JSON API on virtual
+phones behind the real adb server; the browser tier drives the pages in Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from realbench.console.episodes import Stores
+from realbench.console.labels import LabelQueue, read_plan
+from realbench.console.security import ConsoleGuard, require_token
+from realbench.console.selectors import SelectorKind, choose_selector, node_at
+from realbench.errors import ConfigError
+from realbench.hierarchy import Hierarchy
+from tests.analysis_fixtures import write_store
+from tests.console_support import RunningConsole, running_console
+from tests.farm_support import BANK, TICKET
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCREEN = """<hierarchy rotation="0">
+<node class="android.widget.FrameLayout" bounds="[0,0][1080,2400]" text="" resource-id="" content-desc="">
+ <node class="android.widget.Button" resource-id="app:id/ok" text="确定" bounds="[0,0][500,100]" clickable="true"/>
+ <node class="android.widget.LinearLayout" resource-id="app:id/row" bounds="[0,200][1080,300]" clickable="true">
+  <node class="android.widget.TextView" text="北京" bounds="[20,210][300,290]"/>
+ </node>
+ <node class="android.widget.LinearLayout" resource-id="app:id/row" bounds="[0,300][1080,400]" clickable="true">
+  <node class="android.widget.TextView" text="北京" bounds="[20,310][300,390]"/>
+  <node class="android.widget.ImageView" content-desc="删除" bounds="[900,310][1000,390]"/>
+ </node>
+ <node class="android.view.View" bounds="[0,500][1080,600]"/>
+ <node class="android.view.View" bounds="[0,600][1080,700]"/>
+</node></hierarchy>"""
+
+
+# --- selectors (no phone) ------------------------------------------------------------------------
+
+
+def test_selector_prefers_unique_id_then_text_then_desc_then_position() -> None:
+    tree = Hierarchy(SCREEN)
+    ok = choose_selector(tree, node_at(tree, 100, 50))  # type: ignore[arg-type]
+    assert ok.kind is SelectorKind.RESOURCE_ID and ok.unique and ok.selector.resource_id == "ok"
+    desc = choose_selector(tree, node_at(tree, 950, 350))  # type: ignore[arg-type]
+    assert desc.kind is SelectorKind.CONTENT_DESC and desc.selector.content_desc == "删除"
+    second = node_at(tree, 100, 350)
+    assert second is not None and second.text == "北京"
+    rel = choose_selector(tree, second)
+    assert rel.kind is SelectorKind.RELATIVE and not rel.unique and rel.matches == 2
+    assert tree.find_one(rel.selector) is second  # nth picks the very node
+    blank = choose_selector(tree, node_at(tree, 500, 650))  # type: ignore[arg-type]
+    assert blank.kind is SelectorKind.RELATIVE and blank.selector.nth == 1
+
+
+# --- access rules (no phone) -----------------------------------------------------------------------
+
+
+def test_non_loopback_bind_needs_a_token() -> None:
+    with pytest.raises(ConfigError, match="without a token"):
+        require_token("0.0.0.0", None, {})
+    with pytest.raises(ConfigError, match="not set"):
+        require_token("0.0.0.0", "RB_TOKEN", {})
+    assert require_token("127.0.0.1", None, {}) is None
+    assert require_token("0.0.0.0", "RB_TOKEN", {"RB_TOKEN": "x" * 32}) == "x" * 32
+
+
+def test_console_command_refuses_a_public_bind_without_token(tmp_path: Path) -> None:
+    store = write_store(tmp_path / "s", env="real", n_tasks=1, repeats=1)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RB_CONSOLE_TOKEN", None)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "realbench",
+            "console",
+            "--store",
+            str(store),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "without a token" in out.stderr
+
+
+async def _ok(scope, receive, send) -> None:  # noqa: ANN001 - a bare ASGI app
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def _client(guard: ConsoleGuard, host: str = "127.0.0.1:8700") -> httpx.Client:
+    return httpx.Client(transport=httpx.ASGITransport(app=guard), base_url=f"http://{host}")  # type: ignore[arg-type]
+
+
+def test_guard_token_origin_content_type_and_host() -> None:
+    import anyio
+
+    async def run() -> None:
+        token = "t" * 24
+        guard = ConsoleGuard(_ok, token=token, loopback=False)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=guard), base_url="http://10.0.0.5:8700"
+        ) as c:
+            assert (await c.get("/api/phones")).status_code == 401
+            assert (await c.get("/api/phones", headers={"Authorization": "Bearer wrong"})).status_code == 401
+            auth = {"Authorization": f"Bearer {token}"}
+            assert (await c.get("/api/phones", headers=auth)).status_code == 200
+            r = await c.get("/fleet?token=" + token)
+            assert (
+                r.status_code == 303
+                and "HttpOnly" in r.headers["set-cookie"]
+                and "token" not in r.headers["location"]
+            )
+            # state changes: JSON POSTs from this origin only
+            assert (
+                await c.post(
+                    "/api/label",
+                    headers=auth,
+                    content=b"success=1",
+                )
+            ).status_code == 403
+            assert (
+                await c.post(
+                    "/api/label",
+                    headers={**auth, "Content-Type": "application/json", "Origin": "http://evil.example"},
+                    content=b"{}",
+                )
+            ).status_code == 403
+            good = {**auth, "Content-Type": "application/json", "Origin": "http://10.0.0.5:8700"}
+            assert (await c.post("/api/label", headers=good, content=b"{}")).status_code == 200
+            assert (await c.put("/api/label", headers=good, content=b"{}")).status_code == 403
+        local = ConsoleGuard(_ok, token=None, loopback=True)
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=local), base_url="http://rebound.example:8700"
+        ) as c:
+            assert (await c.get("/api/phones")).status_code == 421  # DNS rebinding
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=local), base_url="http://127.0.0.1:8700"
+        ) as c:
+            assert (await c.get("/api/phones")).status_code == 200
+
+    anyio.run(run)
+
+
+# --- labelling (no phone) ----------------------------------------------------------------------------
+
+
+def _audit(store: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "realbench", "audit", str(store), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_label_queue_is_blind_serves_the_plan_first_and_writes_human_verdicts(tmp_path: Path) -> None:
+    store = write_store(tmp_path / "s", env="real", n_tasks=3, repeats=2)
+    stores = Stores([store])
+    try:
+        queue = LabelQueue(stores)
+        first = queue.queue("0", "ann")
+        assert len(first) == 12  # 2 models x 3 tasks x 2 repeats, all judged
+        planned = first[5][0]
+        (store / "label-plan.json").write_text(json.dumps({"episodes": [planned]}))
+        assert read_plan(store / "label-plan.json") == [planned]
+        item = queue.next("0", "ann")
+        assert item is not None and item["episode"] == planned and item["planned"]
+        assert "judge" not in json.dumps(item) and "verdict" not in item  # blind
+        assert item["steps"] and item["steps"][0]["image"].startswith("data:image/jpeg")
+        reveal = queue.save("0", planned, "ann", True, "looks done")
+        assert reveal["judge"] and reveal["judge"][0]["name"] == "vlm-judge"
+        queue.save("0", planned, "bob", None, "cannot tell")
+        assert planned not in [e for e, _ in queue.queue("0", "ann")]
+        verdicts = stores.get("0").verdicts(planned)
+        human = {v.name: v for v in verdicts if str(v.source) == "human"}
+        assert human["ann"].success and not human["ann"].abstained and human["ann"].reason == "looks done"
+        assert human["bob"].abstained
+        for e, _ in first[:4]:
+            queue.save("0", e, "ann", True)
+            queue.save("0", e, "bob", e != first[0][0])
+        pair = queue.agreement("0")["pairs"][0]
+        assert (pair["a"], pair["b"], pair["n"], pair["agree"]) == ("ann", "bob", 4, 3)
+    finally:
+        stores.close()
+
+
+# --- farm: the JSON API on virtual phones --------------------------------------------------------------
+
+farm = pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningConsole]:
+    with running_console(tmp_path_factory.mktemp("console")) as c:
+        yield c
+
+
+def _post(c: RunningConsole, path: str, body: dict) -> httpx.Response:
+    return httpx.post(c.url + path, json=body, timeout=60)
+
+
+def _jpeg(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+@farm
+@pytest.mark.farm
+def test_api_lists_phones_streams_screens_and_acts(live: RunningConsole) -> None:
+    phones = httpx.get(live.url + "/api/phones", timeout=120).json()
+    assert [p["serial"] for p in phones] == live.serials
+    p0 = phones[0]
+    assert p0["health"].startswith("ok") and p0["leased_by"] is None and p0["label"] == "bench-0"
+    assert set(p0["apps"]) == {TICKET, BANK} and p0["apps"][TICKET]["version"]
+    serial = live.serials[0]
+    assert _post(live, f"/api/phones/{serial}/start", {"package": TICKET}).status_code == 200
+    before = httpx.get(f"{live.url}/api/phones/{serial}/screen?width=540", timeout=30)
+    assert before.headers["content-type"] == "image/jpeg" and _jpeg(before.content).width == 540
+    xml = httpx.get(f"{live.url}/api/phones/{serial}/hierarchy", timeout=30).text
+    button = Hierarchy(xml).find_one(__import__("realbench.hierarchy").hierarchy.Selector(text="车票预订"))
+    assert button is not None
+    cx, cy = button.bounds.center
+    r = _post(
+        live,
+        f"/api/phones/{serial}/act",
+        {"type": "click", "x": round(cx * 1000 / 1079), "y": round(cy * 1000 / 2399)},
+    )
+    assert r.status_code == 200, r.text
+    after = httpx.get(f"{live.url}/api/phones/{serial}/screen?width=540", timeout=30)
+    assert after.content != before.content
+    vphone = live.host.phone(serial)
+    assert any(e.method == "click" for e in vphone.events.events())
+    # the console holds the phone through the pool: a run cannot lease it now
+    assert (
+        httpx.get(live.url + "/api/phones?check=0", timeout=30).json()[0]["leased_by"] == "console:operator"
+    )
+    from devices.farm.pool import LeaseTimeout, PhonePool
+
+    other = PhonePool(
+        live.pool.rig, [live.pool.record(serial).spec], virtual=True, lease_dir=live.pool._lease_dir
+    )
+    with pytest.raises(LeaseTimeout):
+        other.acquire(serial, timeout=0.3)
+    assert _post(live, f"/api/phones/{serial}/release", {}).status_code == 200
+    other.acquire(serial, timeout=2).release()
+    bad = _post(live, f"/api/phones/{serial}/act", {"type": "click", "x": 5000, "y": 1})
+    assert bad.status_code == 400 and "x" in bad.json()["error"]
+
+
+@farm
+@pytest.mark.farm
+def test_boundary_tap_is_blocked_until_confirmed_and_logged(live: RunningConsole) -> None:
+    serial = live.serials[1]
+    vphone = live.host.phone(serial)
+    assert _post(live, f"/api/phones/{serial}/start", {"package": BANK}).status_code == 200
+    screen = vphone.ui.source(BANK)
+    # 提交订单 on the commit test screen: always forbidden by the ticket pack
+    tap = {"type": "click", "x": 500, "y": round(980 * 1000 / 2399)}
+    r = _post(live, f"/api/phones/{serial}/act", tap)
+    assert r.status_code == 409 and "提交订单" in r.json()["boundary"]
+    assert not screen.taps  # the phone's own record: nothing arrived
+    wrong = _post(live, f"/api/phones/{serial}/act", {"action": tap, "confirm": "something else"})
+    assert wrong.status_code == 409 and not screen.taps
+    ok = _post(
+        live,
+        f"/api/phones/{serial}/act",
+        {"action": tap, "confirm": r.json()["boundary"], "operator": "tester"},
+    )
+    assert ok.status_code == 200 and len(screen.taps) == 1
+    log = [json.loads(line) for line in (live.data / "confirmations.jsonl").read_text().splitlines()]
+    assert (
+        log[-1]["serial"] == serial and log[-1]["operator"] == "tester" and "提交订单" in log[-1]["boundary"]
+    )
+    _post(live, f"/api/phones/{serial}/release", {})
+
+
+@farm
+@pytest.mark.farm
+def test_capture_writes_screen_hierarchy_and_facts(live: RunningConsole, tmp_path: Path) -> None:
+    serial = live.serials[0]
+    _post(live, f"/api/phones/{serial}/start", {"package": TICKET})
+    r = _post(live, f"/api/phones/{serial}/capture", {"label": "train_ticketing/home"})
+    assert r.status_code == 200, r.text
+    folder = Path(r.json()["path"])
+    meta = json.loads((folder / "capture.json").read_text())
+    assert meta["package"] == TICKET and meta["activity"] and meta["app_version"] == "5.8.0.8"
+    assert meta["label"] == "train_ticketing/home" and meta["profile"]["name"] == "generic-1080x2400"
+    assert _jpeg((folder / "screen.jpg").read_bytes()).size == (1080, 2400)
+    assert "<hierarchy" in (folder / "hierarchy.xml").read_text()
+    _post(live, f"/api/phones/{serial}/release", {})
