@@ -3,27 +3,29 @@ phones behind the real adb server; the browser tier drives the pages in Chromium
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from PIL import Image
+from PIL import Image, ImageChops
 
 from realbench.console.episodes import Stores
 from realbench.console.labels import LabelQueue, read_plan
 from realbench.console.security import ConsoleGuard, require_token
 from realbench.console.selectors import SelectorKind, choose_selector, node_at
 from realbench.errors import ConfigError
-from realbench.hierarchy import Hierarchy
+from realbench.hierarchy import Hierarchy, Selector
 from tests.analysis_fixtures import write_store
-from tests.console_support import RunningConsole, running_console
+from tests.console_support import CHROMIUM, CHROMIUM_ARGS, RunningConsole, running_console
 from tests.farm_support import BANK, TICKET
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -237,7 +239,7 @@ def test_api_lists_phones_streams_screens_and_acts(live: RunningConsole) -> None
     before = httpx.get(f"{live.url}/api/phones/{serial}/screen?width=540", timeout=30)
     assert before.headers["content-type"] == "image/jpeg" and _jpeg(before.content).width == 540
     xml = httpx.get(f"{live.url}/api/phones/{serial}/hierarchy", timeout=30).text
-    button = Hierarchy(xml).find_one(__import__("realbench.hierarchy").hierarchy.Selector(text="车票预订"))
+    button = Hierarchy(xml).find_one(Selector(text="车票预订"))
     assert button is not None
     cx, cy = button.bounds.center
     r = _post(
@@ -308,3 +310,184 @@ def test_capture_writes_screen_hierarchy_and_facts(live: RunningConsole, tmp_pat
     assert _jpeg((folder / "screen.jpg").read_bytes()).size == (1080, 2400)
     assert "<hierarchy" in (folder / "hierarchy.xml").read_text()
     _post(live, f"/api/phones/{serial}/release", {})
+
+
+# --- browser: the pages in Chromium ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian chromium is not installed at /usr/bin/chromium")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _page(browser: object):  # noqa: ANN202 - playwright Page
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.errors = errors
+    return page
+
+
+def _frame_image(page) -> Image.Image:  # noqa: ANN001
+    """The live image as the page shows it (drawn to a canvas), so a change is what a person sees."""
+    handle = page.wait_for_function(
+        """() => { const img = document.getElementById('screen');
+        if (!img.complete || !img.naturalWidth) return null;
+        const c = document.createElement('canvas');
+        c.width = img.naturalWidth; c.height = img.naturalHeight; c.getContext('2d').drawImage(img, 0, 0);
+        return c.toDataURL('image/png'); }""",
+        timeout=30_000,
+    )
+    url = handle.json_value()
+    return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).convert("L")
+
+
+def _changed_below_status_bar(a: Image.Image, b: Image.Image) -> float:
+    """Share of pixels that changed noticeably, ignoring the status bar (its clock ticks)."""
+    top = round(a.height * 0.05)
+    diff = ImageChops.difference(a.crop((0, top, a.width, a.height)), b.crop((0, top, b.width, b.height)))
+    hist = diff.histogram()
+    return sum(hist[10:]) / max(1, sum(hist))
+
+
+def _point_on_image(page, px: int, py: int) -> tuple[float, float]:  # noqa: ANN001
+    box = page.locator("#screen").bounding_box()
+    return box["x"] + px / 1080 * box["width"], box["y"] + py / 2400 * box["height"]
+
+
+@farm
+@pytest.mark.farm
+@pytest.mark.browser
+def test_fleet_page_lists_every_phone(live: RunningConsole, browser: object) -> None:
+    page = _page(browser)
+    page.goto(live.url + "/fleet")
+    for serial in live.serials:
+        page.wait_for_selector(f'#fleet tr[data-serial="{serial}"]', timeout=60_000)
+    row = page.locator(f'#fleet tr[data-serial="{live.serials[0]}"]').inner_text()
+    assert "bench-0" in row and "virtual-phone" in row and "5.8.0.8" in row
+    assert not page.errors
+    page.close()
+
+
+@farm
+@pytest.mark.farm
+@pytest.mark.browser
+def test_tap_through_the_page_changes_the_live_image_and_inspector_names_the_selector(
+    live: RunningConsole, browser: object
+) -> None:
+    serial = live.serials[0]
+    _post(live, f"/api/phones/{serial}/start", {"package": TICKET})
+    _post(live, f"/api/phones/{serial}/act", {"type": "key", "key": "back"})
+    _post(live, f"/api/phones/{serial}/start", {"package": TICKET})
+    page = _page(browser)
+    page.goto(f"{live.url}/phone/{serial}")
+    page.wait_for_function("window.rbFrames >= 3", timeout=60_000)
+    tree = Hierarchy(httpx.get(f"{live.url}/api/phones/{serial}/hierarchy", timeout=30).text)
+
+    button = tree.find_one(Selector(text="车票预订"))
+    assert button is not None
+    x, y = _point_on_image(page, *button.bounds.center)
+    page.mouse.move(x, y)
+    page.wait_for_function(
+        "document.getElementById('inspector').dataset.selector !== undefined", timeout=30_000
+    )
+    inspector = page.locator("#inspector")
+    assert inspector.get_attribute("data-selector") == "Selector(resource_id='menu_0')"
+    assert inspector.get_attribute("data-unique") == "true"
+    assert "unique" in inspector.inner_text()
+    before = _frame_image(page)
+    clicks = len([e for e in live.host.phone(serial).events.events() if e.method == "click"])
+    page.mouse.click(x, y)
+    page.wait_for_function("document.getElementById('message').textContent === 'sent click'", timeout=30_000)
+    deadline = time.monotonic() + 30
+    while _changed_below_status_bar(before, _frame_image(page)) < 0.01:
+        assert time.monotonic() < deadline, [
+            (e.method, e.x, e.y) for e in live.host.phone(serial).events.events()
+        ][-4:]
+        page.wait_for_timeout(100)
+    events = [e for e in live.host.phone(serial).events.events() if e.method == "click"]
+    assert len(events) == clicks + 1, [(e.method, e.kind) for e in live.host.phone(serial).events.events()][
+        -5:
+    ]
+    assert (
+        abs(events[-1].x - button.bounds.center[0]) < 12 and abs(events[-1].y - button.bounds.center[1]) < 12
+    )
+    assert not page.errors
+    _post(live, f"/api/phones/{serial}/release", {})
+    page.close()
+
+
+@farm
+@pytest.mark.farm
+@pytest.mark.browser
+def test_boundary_tap_in_the_page_waits_for_the_operator_to_confirm(
+    live: RunningConsole, browser: object
+) -> None:
+    serial = live.serials[1]
+    _post(live, f"/api/phones/{serial}/start", {"package": BANK})
+    screen = live.host.phone(serial).ui.source(BANK)
+    screen.taps.clear()
+    page = _page(browser)
+    page.goto(f"{live.url}/phone/{serial}")
+    page.wait_for_function("window.rbFrames >= 1", timeout=60_000)
+    x, y = _point_on_image(page, 540, 980)  # 提交订单
+    page.mouse.click(x, y)
+    dialog = page.locator("#confirm-dialog")
+    dialog.wait_for(state="visible", timeout=30_000)
+    assert "提交订单" in page.locator("#confirm-boundary").inner_text()
+    assert not screen.taps
+    page.click("#confirm-cancel")
+    page.wait_for_function("document.getElementById('message').textContent.startsWith('not sent')")
+    assert not screen.taps
+    page.mouse.click(x, y)
+    dialog.wait_for(state="visible", timeout=30_000)
+    page.click("#confirm-send")
+    page.wait_for_function(
+        "document.getElementById('message').textContent.startsWith('sent')", timeout=30_000
+    )
+    assert len(screen.taps) == 1
+    assert not page.errors
+    _post(live, f"/api/phones/{serial}/release", {})
+    page.close()
+
+
+@farm
+@pytest.mark.farm
+@pytest.mark.browser
+def test_three_labels_through_the_page_become_human_verdicts_and_change_the_audit(
+    live: RunningConsole, browser: object
+) -> None:
+    before = _audit(live.store)
+    page = _page(browser)
+    page.goto(f"{live.url}/label?store=0&labeller=ann")
+    seen = []
+    for key in ("s", "f", "u", "s"):
+        page.wait_for_selector("#label-item:not([hidden])", timeout=30_000)
+        page.wait_for_function("document.querySelector('#label-success').disabled === false")
+        meta = page.locator("#label-meta").inner_text()
+        assert "judge" not in page.locator("#label-item").inner_text().lower().replace("judge said", "")
+        seen.append(meta)
+        page.keyboard.press(key)
+        page.wait_for_selector("#label-reveal:not([hidden])")
+        assert "Judge said" in page.locator("#label-reveal").inner_text()
+        page.keyboard.press("n")
+    assert len(set(seen)) == 4
+    from realbench.store import RunStore
+
+    with RunStore(live.store, create=False) as store:
+        frame = store.verdicts_frame()
+    human = frame[(frame["source"] == "human") & (frame["name"] == "ann")]
+    assert len(human) == 4 and int(human["abstained"].sum()) == 1
+    assert sorted(human.loc[~human["abstained"], "success"].tolist()) == [False, True, True]
+    after = _audit(live.store)
+    assert not before["judges"] and after["judges"]["vlm-judge"]["n_labelled"] == 3
+    assert not page.errors
+    page.close()
