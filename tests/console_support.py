@@ -58,7 +58,12 @@ def running_console(tmp: Path, *, phones: int = 2, store: bool = True) -> Iterat
             for i, s in enumerate(serials)
         ]
         pool = PhonePool(console_rig(), specs, virtual=True, lease_dir=tmp / "leases")
-        stores = [write_store(tmp / "store", env="real", n_tasks=3, repeats=2)] if store else []
+        stores = []
+        if store:
+            # store 0: judged phone-side episodes to label; store 1: both sides, for the runs pages
+            stores.append(write_store(tmp / "store", env="real", n_tasks=3, repeats=2))
+            write_store(tmp / "both", env="clone", n_tasks=3, repeats=2)
+            stores.append(write_store(tmp / "both", env="real", n_tasks=3, repeats=2))
         try:
             with (
                 console_app(rig=None, stores=stores, data_dir=tmp / "data", pool=pool) as app,

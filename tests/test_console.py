@@ -491,3 +491,64 @@ def test_three_labels_through_the_page_become_human_verdicts_and_change_the_audi
     assert not before["judges"] and after["judges"]["vlm-judge"]["n_labelled"] == 3
     assert not page.errors
     page.close()
+
+
+@farm
+@pytest.mark.farm
+def test_runs_pages_summarise_filter_and_replay_both_sides(live: RunningConsole) -> None:
+    runs = httpx.get(live.url + "/runs", timeout=60)
+    assert runs.status_code == 200
+    assert "synthetic:trained@clone" in runs.text and "synthetic:trained@real" in runs.text
+    table = httpx.get(live.url + "/runs/1?outcome=boundary_reached", timeout=60).text
+    assert "12 episode attempts" in table and "<td>clone</td>" not in table.split("<tbody>")[1]
+    only_clone = httpx.get(live.url + "/runs/1?target=clone&outcome=success", timeout=60).text
+    assert "boundary_reached" not in only_clone.split("<tbody>")[1]
+    episode_id = "synthetic:trained@real/task1/s0/r0/a0"
+    page = httpx.get(live.url + "/runs/1/episode", params={"id": episode_id}, timeout=60).text
+    sides = page.split('class="side"')
+    assert len(sides) == 3
+    assert "clone: clone" in sides[1] and "synthetic:trained@clone/task1/s0/r0/a0" in sides[1]
+    assert "phone: real" in sides[2] and "virtual phone" in sides[2]
+    assert sides[1].count("data:image/jpeg") == 3 and sides[2].count("data:image/jpeg") == 3
+    assert "vlm-judge" in page  # the runs view is not blind
+
+
+@farm
+@pytest.mark.farm
+def test_capture_command_writes_a_capture(live: RunningConsole, tmp_path: Path) -> None:
+    serial = live.serials[0]
+    rig = tmp_path / "rig.yaml"
+    rig.write_text(
+        json.dumps(
+            {
+                "name": "bench",
+                "phones": [{"serial": serial, "profile": "generic-1080x2400", "virtual": True}],
+                "apps": [{"package": TICKET, "version": "5.8.0.8"}],
+            }
+        )
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "realbench",
+            "capture",
+            "--rig",
+            str(rig),
+            "--serial",
+            serial,
+            "--label",
+            "home",
+            "--out",
+            str(tmp_path / "caps"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    folders = list((tmp_path / "caps").iterdir())
+    assert len(folders) == 1 and folders[0].name.endswith("-home")
+    meta = json.loads((folders[0] / "capture.json").read_text())
+    assert meta["serial"] == serial and meta["label"] == "home" and meta["time"] > 0
