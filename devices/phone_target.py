@@ -28,6 +28,7 @@ import httpx
 from devices.farm.health import dismiss_popups
 from devices.farm.interlock import InterlockedDevice
 from devices.phone import PhoneDevice
+from devices.recipe_runner import SetupRunner, StepRecord
 from devices.rig import Account
 from devices.virtual.control import PhoneControl
 from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe, Type
@@ -37,7 +38,6 @@ from realbench.hierarchy import Hierarchy, Node, Selector
 from realbench.observation import Observation
 from realbench.outcome import Verdict
 from realbench.taskpack import TaskInstance, TaskPack
-from realbench.templating import render
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,9 @@ class PhoneTarget:
         self.virtual_control = PhoneControl(virtual_control) if virtual_control else None
         self._session: str | None = None
         self._before: dict[str, Any] | None = None
+        # certify records each setup step (screenshot, hierarchy); runs do not
+        self.record_setup = False
+        self.setup_records: list[StepRecord] = []
         phone.app_aliases.setdefault(pack.clone, pack.real_app.package)
         phone.app_aliases.setdefault(pack.app, pack.real_app.package)
 
@@ -253,13 +256,35 @@ class PhoneTarget:
         assert self.interlock is not None
         self.interlock.disarm()
         package = self.pack.package_for(instance.task)
-        phone = self.phone
+        self.setup_records = []
         if self.virtual_control is not None:
             # What a lab does by hand before a session on a real phone: put the account in the
             # task's start state. A virtual phone's app is a (drifted) clone, so it can be exact.
             self.virtual_control.provision(
                 package, instance.task.clone.setup.model_dump(mode="json"), instance.params
             )
+        self._launch(package)
+        self._ensure_logged_in()
+        # Setup input goes through the armed interlock: no setup step can cross the boundary.
+        self.interlock.arm(instance.boundary(), list(self.pack.real_app.forbidden))
+        runner = SetupRunner(
+            self.phone,
+            self.interlock,
+            package=package,
+            relaunch=self._launch,
+            record=self.record_setup,
+            settle_s=self._settle_s(),
+        )
+        try:
+            runner.run(instance.task.real.setup, instance.params)
+        finally:
+            self.setup_records = runner.records
+        if self.virtual_control is not None:
+            self._before = self.virtual_control.app_state(package)
+
+    def _launch(self, package: str) -> None:
+        """Cold start: stop, start, skip the ROM's and the app's launch pop-ups, wait for the app."""
+        phone = self.phone
         phone.stop_app(package)
         phone.start_app(package)
         profile = phone.profile
@@ -272,12 +297,6 @@ class PhoneTarget:
                 f"{package} did not come to the foreground on {phone.serial} (foreground: {phone.current_app()})",
                 hint="the app may crash on launch, or a system dialog covers it",
             )
-        self._ensure_logged_in()
-        for step in instance.task.real.setup:
-            self._real_setup_step(render(step, instance.params))
-        if self.virtual_control is not None:
-            self._before = self.virtual_control.app_state(package)
-        self.interlock.arm(instance.boundary(), list(self.pack.real_app.forbidden))
 
     def _settle_s(self) -> float:
         """Launch animations and splash screens: the profile knows the phone's; virtual phones have none."""
@@ -297,11 +316,25 @@ class PhoneTarget:
             return "out"
         return None
 
+    def _probe_steps(self, steps: list[Any]) -> None:
+        """Steps around the logged-in probe run on the raw phone: they only open a profile page."""
+        if steps:
+            SetupRunner(
+                self.phone, self.phone, package=self.pack.real_app.package, relaunch=self._launch
+            ).run(steps, {})
+
     def _ensure_logged_in(self) -> None:
         probe = self.pack.real_app.logged_in_probe
         if probe is None:
             return
-        if wait_for(lambda: self._login_state(probe), PROBE_TIMEOUT_S) == "in":
+        app = self.pack.real_app
+        if app.probe_via:
+            # the login screen may cover the way there: the probe below decides
+            with contextlib.suppress(DeviceError):
+                self._probe_steps(app.probe_via)
+        state = wait_for(lambda: self._login_state(probe), PROBE_TIMEOUT_S)
+        if state == "in":
+            self._probe_steps(app.probe_back)
             return
         if self.account is None or not self.account.login:
             raise DeviceError(
@@ -309,11 +342,13 @@ class PhoneTarget:
                 hint="log the phone in by hand, or give the rig account a login recipe",
             )
         self._login(self.account)
+        self._probe_steps(app.probe_via)
         if wait_for(lambda: self._login_state(probe), PROBE_TIMEOUT_S) != "in":
             raise DeviceError(
                 f"login with account {self.account.name!r} on {self.phone.serial} did not reach the logged-in screen",
                 hint="check the account's login recipe and its environment variables",
             )
+        self._probe_steps(app.probe_back)
 
     def _login(self, account: Account) -> None:
         """Run the account's login recipe on the raw phone (setup, not an agent step)."""
@@ -331,14 +366,6 @@ class PhoneTarget:
                 _tap(self.phone, node)
             if step.text is not None:
                 self.phone.act(Type(text=step.text.format(**creds)))
-
-    def _real_setup_step(self, step: str) -> None:
-        """Deep links are opened; anything else is a precondition for the people running the rig."""
-        if "://" in step:
-            self.phone.shell(["am", "start", "-a", "android.intent.action.VIEW", "-d", step])
-            time.sleep(self._settle_s())
-        else:
-            log.debug("real-app precondition (not automated): %s", step)
 
     # --- clone in the phone's browser -----------------------------------------------------
 

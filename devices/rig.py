@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from devices.profile import PROFILE_DIR, PhoneProfile, load_profile
 from realbench.errors import ConfigError
 from realbench.hierarchy import Selector
+from realbench.recipes import AccountFixture
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 # Field names whose value would be a secret if written literally (matched as whole words of the key).
@@ -96,6 +97,9 @@ class Account(_Strict):
     username_env: str | None = None
     password_env: str | None = None
     login: list[LoginStep] = Field(default_factory=list)
+    fixture: AccountFixture | None = Field(
+        default=None, description="what the test account really holds; real-side parameters are drawn from it"
+    )
 
     @model_validator(mode="after")
     def _env_names(self) -> Account:

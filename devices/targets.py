@@ -115,6 +115,7 @@ def run_pack(
     agent_options: dict[str, Any] | None = None,
     max_attempts: int = 3,
     progress: bool = True,
+    real_gate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     try:
         kind = TargetKind(target)
@@ -122,6 +123,17 @@ def run_pack(
         raise UnknownNameError("target", target, [k.value for k in TargetKind]) from None
     pack = load_pack(pack_path)
     keys = plan_episodes(pack, task_ids=parse_task_selection(tasks), repeats=repeats, seed=seed)
+    gate_opts = real_gate or {}
+    gate: dict[str, Any] = {}
+    if kind is TargetKind.REAL:
+        from devices.real_gate import check_manual
+
+        gate = check_manual(
+            pack,
+            [k.task for k in keys],
+            virtual=_rig_is_virtual(rig),
+            confirmed=bool(gate_opts.get("confirm_manual")),
+        )
     factory = make_agent_factory(agent, pack, agent_options or {}, seed)
     probe = factory()
     # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
@@ -143,6 +155,7 @@ def run_pack(
         "model": (agent_options or {}).get("model"),
         "format": (agent_options or {}).get("fmt"),
         "agent_settings": settings() if callable(settings) else None,
+        **({"real_gate": gate} if gate else {}),
     }
     store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=config)
     with ExitStack() as stack:
@@ -152,6 +165,14 @@ def run_pack(
             )
         else:
             targets = stack.enter_context(phone_targets(pack, kind, rig))
+            if kind is TargetKind.REAL and gate_opts.get("certified"):
+                from devices.real_gate import apply_certificate
+
+                targets, kept, record = apply_certificate(
+                    Path(gate_opts["certified"]), targets, list(dict.fromkeys(k.task for k in keys))
+                )
+                keys = [k for k in keys if k.task in kept]
+                gate.update(record)
         executor = None
         if scheduler == "ray":
             from devices.farm.ray_scheduler import ray_executor
@@ -163,6 +184,16 @@ def run_pack(
             store, rid, pack, targets, factory, max_attempts=max_attempts, progress=progress, execute=executor
         )
         summary = runner.run(keys)
+    if gate:
+        summary.data["real_gate"] = gate
     summary.write(out / "summary.json")
     store.close()
     return summary.data
+
+
+def _rig_is_virtual(rig: Path | None) -> bool:
+    if rig is None:
+        return False
+    from devices.rig import load_rig
+
+    return load_rig(rig).is_virtual

@@ -49,6 +49,9 @@ def fail(exc: RealbenchError) -> typer.Exit:
 def check_pack_cmd(
     paths: Annotated[list[Path], typer.Argument(help="pack.yaml files or folders under taskpacks/")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    rig: Annotated[
+        Path | None, typer.Option("--rig", help="Also list tasks this rig's accounts cannot instantiate")
+    ] = None,
 ) -> None:
     """Validate task packs: schema, registered clone/verifier names and commit-boundary safety rules."""
     import json
@@ -93,10 +96,58 @@ def check_pack_cmd(
             console.print(
                 f"[green]ok[/] {pack.path}: {len(pack.tasks)} tasks for {pack.app} ({pack.real_app.package})"
             )
+        if rig is not None:
+            from devices.fixtures import uninstantiable
+            from devices.rig import load_rig
+
+            gaps = uninstantiable(pack, load_rig(rig))
+            report[str(path)]["uninstantiable"] = [  # type: ignore[index]
+                {"task": g.task, "account": g.account, "gaps": list(g.gaps)} for g in gaps
+            ]
+            if not as_json:
+                console.print(f"{len(gaps)} task(s) the accounts of {rig} cannot instantiate")
+                for g in gaps:
+                    console.print(f"  [yellow]{g.describe()}[/]", highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps(report, ensure_ascii=False))
     if bad:
         raise typer.Exit(code=2)
+
+
+@app.command("certify")
+def certify_cmd(
+    rig: Annotated[Path, typer.Option("--rig", help="Rig file (rigs/*.yaml)")],
+    pack: Annotated[Path, typer.Option("--pack", help="taskpacks/<app> folder or pack.yaml")],
+    tasks: Annotated[str | None, typer.Option("--tasks", help="Comma-separated task ids, or @FILE")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for the certification file and pages")
+    ] = None,
+    confirm_manual: Annotated[
+        bool, typer.Option("--confirm-manual", help="The tasks' manual preconditions hold on the phones")
+    ] = False,
+) -> None:
+    """Run each task's real setup and real golden plan on every phone (interlock armed); certify what holds."""
+    import json
+
+    from devices.certify import certify_command
+
+    cert = certify_command(rig=rig, pack=pack, tasks=tasks, out=out, confirm_manual=confirm_manual)
+    summary = cert.summary()
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        for row in summary["tasks"]:
+            mark = (
+                "[green]certified[/]"
+                if row["certified"]
+                else ("[red]failed[/]" if row["runnable"] else "[dim]skipped[/]")
+            )
+            console.print(
+                f"{mark} {row['phone']} {row['task']} {row['failed_step'] or ''} {row['reason']}",
+                soft_wrap=True,
+            )
+        console.print(f"certified {summary['certified']} of {summary['total']}")
 
 
 AgentOption = Annotated[str, typer.Option("--agent", help="golden | openai | synthetic:NAME | replay:STORE")]
@@ -145,6 +196,14 @@ def run_cmd(
         int, typer.Option("--max-attempts", min=1, help="Attempts per episode when the device fails")
     ] = 3,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    confirm_manual: Annotated[
+        bool,
+        typer.Option("--confirm-manual", help="The tasks' manual preconditions hold (recorded in the run)"),
+    ] = False,
+    certified: Annotated[
+        Path | None,
+        typer.Option("--certified", help="Run only tasks this certification file certifies (real)"),
+    ] = None,
 ) -> None:
     """Run a task pack on a target with an agent; writes DIR/summary.json. Re-running resumes."""
     from devices.targets import run_pack
@@ -167,6 +226,7 @@ def run_cmd(
         agent_options={"base_url": base_url, "model": model, "fmt": fmt, "api_key_env": api_key_env},
         max_attempts=max_attempts,
         progress=progress,
+        real_gate={"confirm_manual": confirm_manual, "certified": certified},
     )
     _print_summary(summary)
 

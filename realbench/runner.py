@@ -30,7 +30,7 @@ from realbench.episode import EpisodeResult, run_episode
 from realbench.errors import ConfigError, RealbenchError
 from realbench.outcome import Outcome
 from realbench.store import EpisodeKey, RunStore
-from realbench.taskpack import Task, TaskPack
+from realbench.taskpack import Task, TaskInstance, TaskPack
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,16 @@ def plan_episodes(
 
 def default_run_id(agent: str, target: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", f"{agent}@{target}")
+
+
+def task_instance(target: Target, task: Task, seed: int) -> TaskInstance:
+    """The target's instance of a task: a phone target draws real-side parameters from its
+    account's fixture; any other samples them from the task's own parameters."""
+    make = getattr(target, "instantiate", None)
+    if callable(make):
+        instance: TaskInstance = make(task, seed)
+        return instance
+    return task.instantiate(seed, task_today(target, task))
 
 
 def task_today(target: Target, task: Task) -> date:
@@ -177,7 +187,7 @@ class LocalRunner:
     def _execute_here(self, target: Target, key: EpisodeKey) -> EpisodeResult:
         agent = self._agents.setdefault(id(target), self.agent_factory())
         task = self.pack.task(key.task)
-        instance = task.instantiate(key.seed, task_today(target, task))
+        instance = task_instance(target, task, key.seed)
         return run_episode(instance, target, agent)
 
     def pending(self, keys: list[EpisodeKey]) -> list[_Item]:

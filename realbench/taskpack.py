@@ -23,6 +23,14 @@ from realbench import dates
 from realbench.actions import Key, TerminateStatus
 from realbench.errors import ConfigError, PackError, PackProblem
 from realbench.hierarchy import Selector
+from realbench.recipes import (
+    RECIPES_FILE,
+    AccountFixture,
+    RealGate,
+    SetupStep,
+    draw_from_fixture,
+    merge_recipes,
+)
 from realbench.templating import placeholders, render, render_value
 
 
@@ -156,10 +164,16 @@ class RealCheck(_Strict):
 
 
 class RealSide(_Strict):
+    """The task on the real app: a recipe (see `realbench.recipes`) plus its boundary and checks."""
+
     package: str | None = None
-    setup: list[str] = Field(default_factory=list)
+    manual: list[str] = Field(default_factory=list)
+    setup: list[SetupStep] = Field(default_factory=list)
     boundary: list[Selector] = Field(default_factory=list)
     checks: list[RealCheck] = Field(default_factory=list)
+    golden: list[PlanStep] = Field(default_factory=list)
+    fixtures: RealGate = Field(default_factory=RealGate)
+    unmatched: list[str] = Field(default_factory=list)
 
 
 class JudgeSpec(_Strict):
@@ -278,7 +292,7 @@ class Task(_Strict):
     def _placeholders_declared(self) -> Task:
         known = set(self.params) | {f"{n}_date" for n in self.params} | {f"{n}_md" for n in self.params}
         used: set[str] = placeholders(self.instruction)
-        for step in self.golden:
+        for step in [*self.golden, *self.real.golden]:
             for s in step.strings():
                 used |= {p.split(".")[0] for p in placeholders(s)}
         for s in _strings_in(self.clone.verifier.args):
@@ -364,6 +378,10 @@ class RealApp(_Strict):
     version: str | None = None
     forbidden: list[Selector] = Field(default_factory=list)
     logged_in_probe: Selector | None = None
+    # Steps that bring the probe on screen (an app whose launch screen looks the same logged in or
+    # out) and steps that return to the launch screen afterwards.
+    probe_via: list[SetupStep] = Field(default_factory=list)
+    probe_back: list[SetupStep] = Field(default_factory=list)
     # The app's own launch pop-ups (splash ads) that a lab's harness skips before handing over.
     popups: list[Popup] = Field(default_factory=list)
 
@@ -467,15 +485,22 @@ def load_pack(path: str | Path) -> TaskPack:
         raise ConfigError(
             f"no task pack at {p}", hint="pass a pack.yaml or a folder under taskpacks/ that holds one"
         )
+    raw = _read_yaml(p)
+    recipes = p.parent / RECIPES_FILE
+    if recipes.exists():
+        raw = merge_recipes(raw, _read_yaml(recipes), str(recipes))
+    return parse_pack(raw, str(p))
+
+
+def _read_yaml(p: Path) -> Any:
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "unknown line"
         raise PackError(
             str(p), [PackProblem(None, f"(yaml {where})", str(getattr(exc, "problem", exc)))]
         ) from None
-    return parse_pack(raw, str(p))
 
 
 VerifierLookup = Callable[[str, str], bool]
@@ -582,17 +607,7 @@ def _boundary_problems(pack: TaskPack, task: Task, forbidden: list[Selector]) ->
                             f"the plan taps an always-forbidden control {sel}, which is not declared in real.boundary",
                         )
                     )
-    for i, note in enumerate(task.real.setup):
-        for b in stops:
-            label = b.text or b.text_contains or ""
-            if label and label in note:
-                problems.append(
-                    PackProblem(
-                        task.id,
-                        f"real.setup.{i}",
-                        f"real-app setup mentions the commit-boundary control {label!r}",
-                    )
-                )
+    problems += _recipe_problems(task, stops, same)
     tags = set(task.tags) & set(pack.policy.require_boundary_tags)
     if tags and not task.real.boundary:
         problems.append(
@@ -604,6 +619,38 @@ def _boundary_problems(pack: TaskPack, task: Task, forbidden: list[Selector]) ->
         )
     if pack.policy.money_moving and tags and task.real.boundary:
         problems += _plan_ends_at_boundary(task)
+    return problems
+
+
+def _recipe_problems(
+    task: Task, stops: list[Selector], same: Callable[[Selector, Selector], bool]
+) -> list[PackProblem]:
+    """Setup never touches a stop control; the real golden plan may cross one only as its last action."""
+    problems: list[PackProblem] = []
+    for i, setup_step in enumerate(task.real.setup):
+        for sel in setup_step.selectors():
+            if getattr(setup_step, "do", "") != "wait_for" and any(same(sel, b) for b in stops):
+                problems.append(
+                    PackProblem(
+                        task.id, f"real.setup.{i}", f"real-app setup acts on a commit-boundary control {sel}"
+                    )
+                )
+    for i, step in enumerate(task.real.golden):
+        for sel in step.selectors():
+            if step.scroll_to is None and any(same(sel, b) for b in stops):
+                later = [
+                    s
+                    for s in task.real.golden[i + 1 :]
+                    if s.terminate is None and s.answer is None and s.wait is None
+                ]
+                if later:
+                    problems.append(
+                        PackProblem(
+                            task.id,
+                            f"real.golden.{i}",
+                            "the real golden plan goes past a commit boundary: a step that crosses it must be the last action",
+                        )
+                    )
     return problems
 
 
@@ -621,3 +668,29 @@ def _plan_ends_at_boundary(task: Task) -> list[PackProblem]:
             )
         ]
     return []
+
+
+# --- the real side's account fixtures ------------------------------------------------------------
+
+
+def fixture_choices(task: Task) -> dict[str, list[Any] | None]:
+    """The values each fixture-drawn parameter of a task allows (None: whatever the account holds)."""
+    out: dict[str, list[Any] | None] = {}
+    for name in task.real.fixtures.params:
+        spec = task.params.get(name)
+        out[name] = list(spec.values) if isinstance(spec, ChoiceParam) else None
+    return out
+
+
+def instantiate_from_fixture(
+    task: Task, seed: int, today: date, fixture: AccountFixture | None
+) -> TaskInstance:
+    """A real-side instance: parameters the task draws from fixture fields come from the account."""
+    instance = task.instantiate(seed, today)
+    if fixture is None or not task.real.fixtures.params:
+        return instance
+    drawn = draw_from_fixture(task.id, seed, task.real.fixtures, fixture_choices(task), fixture)
+    if not drawn:
+        return instance
+    params = {**instance.params, **drawn}
+    return instance.model_copy(update={"params": params, "instruction": render(task.instruction, params)})

@@ -15,7 +15,7 @@ from clones.bank.world import generate
 from clones.base import UIEvent
 from realbench.actions import TerminateStatus
 from realbench.answers import parse_date, parse_number
-from realbench.errors import CloneError
+from realbench.errors import CloneError, PackError
 from realbench.taskpack import AnswerType, CloneSetup, PlanStep, Task, check_pack, load_pack, parse_pack
 from tests.bank_plan_sim import initial_state, instantiate, run_plan, verdict
 
@@ -201,7 +201,7 @@ def test_check_pack_refuses_a_loose_selector_that_overlaps_the_boundary() -> Non
 
 
 def test_check_pack_refuses_a_money_task_without_boundary() -> None:
-    problems = _problems({"real": {"setup": ["已登录"], "boundary": []}})
+    problems = _problems({"real": {"manual": ["已登录"], "boundary": []}})
     assert any("must declare a commit boundary" in p for p in problems)
 
 
@@ -210,18 +210,17 @@ def test_check_pack_refuses_a_money_plan_that_stops_short_of_its_boundary() -> N
     assert any("must end by tapping" in p for p in _problems({"golden": plan}))
 
 
-def test_check_pack_refuses_setup_that_mentions_the_boundary() -> None:
-    assert any(
-        "real.setup" in p
-        for p in _problems(
-            {
-                "real": {
-                    **PACK.task("transfer_saved_payee").real.model_dump(exclude_none=True),
-                    "setup": ["先点确认"],
-                }
-            }
-        )
-    )
+def test_check_pack_refuses_setup_that_taps_the_boundary() -> None:
+    real = PACK.task("transfer_saved_payee").real.model_dump(mode="json", exclude_none=True)
+    real["setup"] = [{"do": "tap", "selector": {"text": "确认"}}]
+    assert any("real.setup" in p for p in _problems({"real": real}))
+
+
+def test_setup_prose_is_refused() -> None:
+    real = PACK.task("transfer_saved_payee").real.model_dump(mode="json", exclude_none=True)
+    real["setup"] = ["先点确认"]
+    with pytest.raises(PackError, match=r"real\.setup\.0"):
+        _problems({"real": real})
 
 
 def test_the_loose_overlap_rule_applies_only_to_money_moving_packs() -> None:

@@ -258,3 +258,18 @@ def check_phone(phone: CheckablePhone, policy: HealthPolicy) -> HealthReport:
         run(name, fn)
     report.took_s = time.perf_counter() - t0
     return report
+
+
+def pack_pin_item(phone: CheckablePhone, package: str, version: str) -> HealthItem:
+    """The pack's own pin (`real_app.version`): its recipes and certificates hold for that version."""
+    try:
+        have = phone.app_version(package)
+    except DeviceError as exc:
+        return HealthItem("pack_app_version", CheckStatus.FAIL, exc.message)
+    if have is None:
+        return HealthItem("pack_app_version", CheckStatus.FAIL, f"{package} not installed")
+    if have != version:
+        return HealthItem(
+            "pack_app_version", CheckStatus.FAIL, f"{package} is {have}; the pack's recipes are for {version}"
+        )
+    return HealthItem("pack_app_version", CheckStatus.OK, version)

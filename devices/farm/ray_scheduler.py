@@ -66,10 +66,10 @@ class PhoneWorker:
 
     def run(self, task_id: str, seed: int, repeat: int) -> EpisodeResult:
         from realbench.episode import run_episode
-        from realbench.runner import task_today
+        from realbench.runner import task_instance
 
         task = self.pack.task(task_id)
-        instance = task.instantiate(seed, task_today(self.target, task))
+        instance = task_instance(self.target, task, seed)
         result = run_episode(instance, self.target, self.agent)
         result.device = {**result.device, "ray_worker": self.where()}
         self.target.after_episode(result)

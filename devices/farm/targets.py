@@ -18,16 +18,16 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from devices.farm.health import HealthReport
+from devices.farm.health import HealthReport, pack_pin_item
 from devices.farm.pool import Lease, PhonePool
 from devices.phone_target import PhoneTarget
-from devices.rig import PhoneSpec, Rig, load_rig
+from devices.rig import Account, PhoneSpec, Rig, load_rig
 from devices.secrets import install_redaction
 from realbench.actions import Action
 from realbench.device import Device, TargetKind
 from realbench.errors import ConfigError, DeviceError
 from realbench.outcome import Outcome, Verdict
-from realbench.taskpack import Task, TaskInstance, TaskPack
+from realbench.taskpack import Task, TaskInstance, TaskPack, instantiate_from_fixture
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,12 @@ class FarmTarget:
         if self._lease is None:
             self._lease = self.pool.acquire(self.serial, holder=f"episode:{instance.task.id}:{instance.seed}")
         report = self.pool.check(self.serial)
+        if self._kind is TargetKind.REAL and self.pack.real_app.version is not None:
+            report.items.append(
+                pack_pin_item(
+                    self.pool.phone(self.serial), self.pack.real_app.package, self.pack.real_app.version
+                )
+            )
         self.last_health = report
         if not report.ok:
             raise DeviceError(
@@ -117,6 +123,17 @@ class FarmTarget:
 
     def verify(self, instance: TaskInstance, answer: str | None) -> Verdict | None:
         return self._target().verify(instance, answer)
+
+    def account(self) -> Account | None:
+        rec = self.pool.record(self.serial)
+        return self.pool.rig.account_for(rec.spec.accounts, self.pack.real_app.package)
+
+    def instantiate(self, task: Task, seed: int) -> TaskInstance:
+        """On the real app, parameters named by the task's fixture fields come from the account."""
+        if self._kind is not TargetKind.REAL:
+            return task.instantiate(seed, self.today(task))
+        account = self.account()
+        return instantiate_from_fixture(task, seed, self.today(task), account.fixture if account else None)
 
     def verify_at_boundary(
         self, instance: TaskInstance, answer: str | None, action: Action
