@@ -36,7 +36,11 @@ WIDTH = 540
 
 def machine() -> str:
     model = next(
-        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in ln),
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in ln
+        ),
         "?",
     )
     return f"{model}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
@@ -45,7 +49,9 @@ def machine() -> str:
 def changed(a: bytes, b: bytes) -> bool:
     ia, ib = (Image.open(io.BytesIO(x)).convert("L") for x in (a, b))
     top = round(ia.height * 0.05)
-    hist = ImageChops.difference(ia.crop((0, top, ia.width, ia.height)), ib.crop((0, top, ib.width, ib.height))).histogram()
+    hist = ImageChops.difference(
+        ia.crop((0, top, ia.width, ia.height)), ib.crop((0, top, ib.width, ib.height))
+    ).histogram()
     return sum(hist[10:]) / max(1, sum(hist)) > 0.01
 
 

@@ -127,7 +127,15 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
         p = phones()
         p.pool.record(serial)
         apps = [{"package": a.package, "name": a.name} for a in p.pool.rig.apps]
-        return page("phone.html.j2", title=f"Phone {serial}", serial=serial, apps=apps, live_width=LIVE_WIDTH)
+        packs = cfg.recorder.pack_choices() if cfg.recorder is not None else []
+        return page(
+            "phone.html.j2",
+            title=f"Phone {serial}",
+            serial=serial,
+            apps=apps,
+            live_width=LIVE_WIDTH,
+            packs=packs,
+        )
 
     async def runs_page(request: Request) -> Response:
         stores = []
@@ -213,9 +221,17 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
         raw = data.pop("action") if "action" in data else data
         action = parse_action(raw)
         serial = request.path_params["serial"]
-        await _call(phones().act, serial, action, confirm=confirm, operator=operator)
         if cfg.recorder is not None:
-            await _call(cfg.recorder.observe_action, serial, action)
+            await _call(cfg.recorder.before_action, serial, action)
+        error: Exception | None = None
+        try:
+            await _call(phones().act, serial, action, confirm=confirm, operator=operator)
+        except RealbenchError as exc:
+            error = exc
+            raise
+        finally:
+            if cfg.recorder is not None:
+                cfg.recorder.after_action(serial, error)
         return JSONResponse({"ok": True, "action": action.model_dump(mode="json")})
 
     async def api_lease(request: Request) -> Response:
@@ -232,7 +248,10 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
 
     async def api_start(request: Request) -> Response:
         data = await _json(request)
-        await _call(phones().start_app, request.path_params["serial"], str(data.get("package", "")))
+        serial, package = request.path_params["serial"], str(data.get("package", ""))
+        await _call(phones().start_app, serial, package)
+        if cfg.recorder is not None:
+            cfg.recorder.opened(serial, package)
         return JSONResponse({"ok": True})
 
     async def api_capture(request: Request) -> Response:

@@ -20,12 +20,15 @@ TASKPACKS = Path(__file__).resolve().parents[2] / "taskpacks"
 IDLE_SWEEP_S = 30.0
 
 
+def pack_paths(paths: list[Path] | None) -> list[Path]:
+    """The packs the console arms and records for (default: every pack under taskpacks/)."""
+    return list(paths or sorted(p.parent for p in TASKPACKS.glob("*/pack.yaml")))
+
+
 def load_packs(paths: list[Path] | None) -> list[Any]:
-    """The packs whose stop controls the console arms (default: every pack under taskpacks/)."""
     from realbench.taskpack import load_pack
 
-    chosen = paths or sorted(p.parent for p in TASKPACKS.glob("*/pack.yaml"))
-    return [load_pack(p) for p in chosen]
+    return [load_pack(p) for p in pack_paths(paths)]
 
 
 @contextlib.contextmanager
@@ -77,10 +80,9 @@ def console_app(
             phones=phones, stores=store_set, captures=data_dir / "captures", plans=list(plans or [])
         )
         if phones is not None:
-            with contextlib.suppress(ImportError):
-                from realbench.console.recorder import Recorder
+            from realbench.console.recorder import Recorder
 
-                cfg.recorder = Recorder(phones, data_dir=data_dir)
+            cfg.recorder = Recorder(phones, data_dir=data_dir, packs=pack_paths(packs))
         yield ConsoleGuard(build_app(cfg), token=token, loopback=loopback)
 
 

@@ -84,6 +84,7 @@ function startPhone() {
     const { status, data } = await api("POST", base + "/act", body);
     if (status === 200) { say("sent " + action.type); document.getElementById("lease").textContent = "leased by the console"; if (window.rbRecorder) window.rbRecorder.refresh(); return; }
     if (status === 409) {
+      if (window.rbRecorder) window.rbRecorder.refresh();
       document.getElementById("confirm-boundary").textContent = data.boundary;
       document.getElementById("confirm-reason").textContent = data.error;
       dialog.returnValue = "";
@@ -102,6 +103,7 @@ function startPhone() {
     if (!down) return;
     const p = norm(ev), held = performance.now() - down.t, moved = Math.hypot(ev.clientX - down.cx, ev.clientY - down.cy);
     const start = down.p; down = null;
+    if (window.rbPointMode && window.rbRecorder) { window.rbRecorder.point(start); return; }
     if (moved > 12) act({ type: "swipe", x: start.x, y: start.y, x2: p.x, y2: p.y, duration_ms: Math.max(100, Math.min(2000, Math.round(held))) });
     else if (held > 600) act({ type: "long_press", x: start.x, y: start.y, duration_ms: 800 });
     else act({ type: "click", x: start.x, y: start.y });
@@ -211,3 +213,70 @@ const page = document.body.dataset.page;
 if (page === "fleet") startFleet();
 if (page === "phone") startPhone();
 if (page === "label") startLabel();
+
+// --- recorder (on the phone page) ---------------------------------------------------------------
+
+function startRecorder() {
+  const root = document.getElementById("recorder");
+  if (!root) return;
+  const serial = document.querySelector(".phone").dataset.serial;
+  const base = "/api/phones/" + encodeURIComponent(serial) + "/recorder";
+  const packs = JSON.parse(root.dataset.packs);
+  const $ = (id) => document.getElementById(id);
+  const phases = ["setup", "golden", "boundary", "check", "answer"];
+
+  function fillTasks() {
+    const p = packs.find((x) => x.path === $("rec-pack").value);
+    $("rec-task").replaceChildren(...(p ? p.tasks : []).map((t) => el("option", { value: t }, t)));
+  }
+  $("rec-pack").onchange = fillTasks;
+  fillTasks();
+
+  function show(data) {
+    const on = !!data.recording;
+    $("rec-body").hidden = !on; $("rec-stop").disabled = !on;
+    if (!on) return;
+    $("rec-steps").tBodies[0].replaceChildren(...data.steps.map((s) => {
+      const sel = el("select", { "data-index": s.index });
+      for (const p of phases) { const o = el("option", { value: p }, p); if (p === s.phase) o.selected = true; sel.append(o); }
+      sel.onchange = () => edit({ op: "mark", index: s.index, phase: sel.value });
+      const del = el("button", { type: "button" }, "delete");
+      del.onclick = () => edit({ op: "delete", index: s.index });
+      const what = s.kind + (s.text ? ` “${s.text}”` : "") + (s.direction ? " " + s.direction : "");
+      return el("tr", {}, el("td", {}, String(s.index)), el("td", {}, what),
+        el("td", { class: s.unique ? "" : "bad" }, s.selector ? JSON.stringify(s.selector) + (s.unique ? "" : " (not unique)") : "–"),
+        el("td", {}, sel), el("td", {}, del));
+    }));
+    $("rec-problems").replaceChildren(...[...data.problems, ...data.notes].map((p) => el("li", {}, p)));
+    $("rec-yaml").textContent = data.yaml;
+  }
+  async function refresh() { const { status, data } = await api("GET", base); if (status === 200) show(data); }
+  async function edit(body) {
+    const { status, data } = await api("POST", base + "/edit", body);
+    if (status === 200) show(data); else $("rec-result").textContent = data.error;
+  }
+  $("rec-start").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const { status, data } = await api("POST", base + "/start", { pack: $("rec-pack").value, task: $("rec-task").value });
+    if (status === 200) show(data); else $("rec-result").textContent = data.error;
+  };
+  $("rec-stop").onclick = async () => { await api("POST", base + "/stop", {}); show({ recording: false }); };
+  for (const r of document.querySelectorAll("input[name=rec-default]")) r.onchange = () => edit({ op: "default", phase: r.value });
+  window.rbPointMode = null;
+  $("rec-check").onclick = () => { window.rbPointMode = "check"; $("rec-result").textContent = "click the control that must be on screen"; };
+  $("rec-answer").onclick = () => { window.rbPointMode = "answer"; $("rec-result").textContent = "click the text the answer is read from"; };
+  $("rec-write").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const dest = document.querySelector("input[name=rec-dest]:checked").value;
+    const body = dest === "new" ? { new_file: $("rec-file").value } : {};
+    const { status, data } = await api("POST", base + "/write", body);
+    $("rec-result").textContent = status === 200 ? "written to " + data.path + (data.backup ? " (backup " + data.backup + ")" : "") : data.error;
+  };
+  window.rbRecorder = {
+    refresh,
+    opened: refresh,
+    point: async (p) => { const phase = window.rbPointMode; window.rbPointMode = null; $("rec-result").textContent = ""; await edit({ op: "point", phase, x: p.x, y: p.y, regex: $("rec-regex").value }); },
+  };
+  refresh();
+}
+if (page === "phone") startRecorder();
