@@ -183,9 +183,27 @@ def test_label_queue_is_blind_serves_the_plan_first_and_writes_human_verdicts(tm
         queue = LabelQueue(stores)
         first = queue.queue("0", "ann")
         assert len(first) == 12  # 2 models x 3 tasks x 2 repeats, all judged
-        planned = first[5][0]
-        (store / "label-plan.json").write_text(json.dumps({"episodes": [planned]}))
-        assert read_plan(store / "label-plan.json") == [planned]
+        planned, second = first[5][0], first[7][0]
+        bare = tmp_path / "bare.json"
+        bare.write_text(json.dumps({"episodes": [planned]}))
+        assert read_plan(bare) == [(planned, None)]
+        # the plan `realbench audit --plan-labels N` writes (here into another folder): served in order
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        (other / "label-plan.json").write_text(
+            json.dumps(
+                {
+                    "kind": "realbench-label-plan",
+                    "episodes": [
+                        {"order": 2, "episode": second, "store": str(store), "task": "t"},
+                        {"order": 1, "episode": planned, "store": str(store), "task": "t"},
+                        {"order": 3, "episode": first[9][0], "store": str(other), "task": "t"},
+                    ],
+                }
+            )
+        )
+        queue = LabelQueue(stores, plans=[other / "label-plan.json"])
+        assert [e for e, p in queue.queue("0", "ann") if p] == [planned, second]
         item = queue.next("0", "ann")
         assert item is not None and item["episode"] == planned and item["planned"]
         assert "judge" not in json.dumps(item) and "verdict" not in item  # blind

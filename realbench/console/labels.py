@@ -30,9 +30,10 @@ PLAN_NAMES = ("label-plan.json", "labels-plan.json", "label_plan.json")
 LABELLER_MAX = 60
 
 
-def read_plan(path: Path) -> list[str]:
-    """Episode ids of a labelling plan: {"episodes": [id, ...]} (entries may also be objects with
-    an "episode" or "episode_id" field)."""
+def read_plan(path: Path) -> list[tuple[str, str | None]]:
+    """(episode id, store path or None) of a labelling plan, in order. The plan `realbench audit
+    --plan-labels N` writes is {"kind": "realbench-label-plan", "episodes": [{"order", "episode",
+    "store", ...}]}; a bare {"episodes": [id, ...]} is read too."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -42,21 +43,35 @@ def read_plan(path: Path) -> list[str]:
     items = data.get("episodes") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise ConfigError(f"{path} has no 'episodes' list", hint='a labelling plan is {"episodes": [...]}')
-    out = []
+    if all(isinstance(i, dict) and isinstance(i.get("order"), int) for i in items):
+        items = sorted(items, key=lambda i: i["order"])
+    out: list[tuple[str, str | None]] = []
     for item in items:
+        store = None
         if isinstance(item, dict):
+            store = item.get("store")
             item = item.get("episode_id") or item.get("episode")
         if isinstance(item, str) and item:
-            # Keys of several stores read together look like "0:<episode id>".
-            out.append(item.split(":", 1)[1] if item[:1].isdigit() and ":" in item.split("/", 1)[0] else item)
+            out.append((item, str(store) if store else None))
     return out
 
 
-def _plan_for(store: RunStore, extra: list[Path]) -> list[str]:
+def _same_folder(a: str, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def _plan_for(store: RunStore, plan_files: list[Path]) -> list[str]:
+    """Episode ids of this store that the plans list, in plan order."""
     ids: list[str] = []
-    for path in [*extra, *(store.root / n for n in PLAN_NAMES)]:
-        if path.exists():
-            ids += [i for i in read_plan(path) if i not in ids]
+    for path in plan_files:
+        if not path.exists():
+            continue
+        for episode, where in read_plan(path):
+            if (where is None or _same_folder(where, store.root)) and episode not in ids:
+                ids.append(episode)
     return ids
 
 
@@ -98,7 +113,8 @@ class LabelQueue:
         done = self._labelled_by(store, check_labeller(labeller))
         judged = self._judged(store)
         known = {r["episode_id"] for r in store._query("SELECT episode_id FROM episodes", [])}
-        planned = [e for e in _plan_for(store, self.plans) if e in known]
+        plan_files = [*self.plans, *(Path(p) / n for p in self.stores.paths.values() for n in PLAN_NAMES)]
+        planned = [e for e in _plan_for(store, plan_files) if e in known]
         order = [(e, True) for e in planned] + [(e, False) for e in judged if e not in planned]
         return [(e, p) for e, p in order if e not in done]
 
