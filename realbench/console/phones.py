@@ -9,7 +9,6 @@ the operator confirms the very control the interlock named, and each confirmatio
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -170,21 +169,18 @@ class ConsolePhones:
             facts["health"] = f"unreachable: {exc.message}"
         else:
             rec = self.pool.record(serial)
-            if (
-                st.lease is not None
-                or rec.holder is None
-                and lease_holder_pid(serial, self.pool._lease_dir) is None
-            ):
-                with contextlib.ExitStack() as stack:
-                    if st.lease is None:
-                        try:
-                            stack.enter_context(
-                                self.pool.lease(serial, holder=f"{CONSOLE_HOLDER}:health", timeout=0.2)
-                            )
-                        except LeaseTimeout:
-                            facts["health"] = "leased (not checked)"
-                            return self._keep(st, facts)
-                    report = self.pool.check(serial)
+            if st.lease is not None:
+                # The health check repairs (wakes the screen, restores the IME): never under an operator.
+                last = st.facts.get("health", "unchecked")
+                facts["health"] = last if last.startswith("ok") else "in use by the console (not checked)"
+                facts["health_items"] = st.facts.get("health_items", [])
+            elif rec.holder is None and lease_holder_pid(serial, self.pool._lease_dir) is None:
+                try:
+                    with self.pool.lease(serial, holder=f"{CONSOLE_HOLDER}:health", timeout=0.2):
+                        report = self.pool.check(serial)
+                except LeaseTimeout:
+                    facts["health"] = "leased (not checked)"
+                else:
                     facts["health"] = report.summary()
                     facts["health_items"] = [
                         {"name": i.name, "status": str(i.status), "detail": i.detail} for i in report.items
