@@ -282,7 +282,13 @@ def test_api_lists_phones_streams_screens_and_acts(live: RunningConsole) -> None
     with pytest.raises(LeaseTimeout):
         other.acquire(serial, timeout=0.3)
     assert _post(live, f"/api/phones/{serial}/release", {}).status_code == 200
-    other.acquire(serial, timeout=2).release()
+    # and while a run holds it, the operator's input is refused and never reaches the phone
+    held = other.acquire(serial, timeout=2)
+    sent = len(vphone.events.events())
+    busy = _post(live, f"/api/phones/{serial}/act", {"type": "key", "key": "back"})
+    assert busy.status_code == 423 and "leased" in busy.json()["error"]
+    assert len(vphone.events.events()) == sent
+    held.release()
     bad = _post(live, f"/api/phones/{serial}/act", {"type": "click", "x": 5000, "y": 1})
     assert bad.status_code == 400 and "x" in bad.json()["error"]
 
@@ -570,3 +576,61 @@ def test_capture_command_writes_a_capture(live: RunningConsole, tmp_path: Path) 
     assert len(folders) == 1 and folders[0].name.endswith("-home")
     meta = json.loads((folders[0] / "capture.json").read_text())
     assert meta["serial"] == serial and meta["label"] == "home" and meta["time"] > 0
+
+
+# --- recorder (no phone): steps to recipe, marks, writing -------------------------------------------
+
+
+def test_recorder_turns_marked_steps_into_a_recipe_and_patches_the_pack_with_a_backup(tmp_path: Path) -> None:
+    import yaml
+
+    from realbench.console.recorder import Phase, RecordedStep, Recorder, Recording, StepKind
+    from realbench.taskpack import load_pack
+
+    pack = tmp_path / "train_ticketing"
+    shutil.copytree(ROOT / "taskpacks" / "train_ticketing", pack)
+    rec = Recorder.__new__(Recorder)  # the recipe logic needs no phone
+    rec.data_dir, rec._recordings = tmp_path / "data", {}
+    rec.packs = {pack.resolve(): load_pack(pack)}
+    task = "lookup-passenger-count"
+    steps = [
+        RecordedStep(StepKind.LAUNCH, Phase.SETUP),
+        RecordedStep(StepKind.POINT, Phase.CHECK, {"resource_id": "hp_query_button"}, "resource-id"),
+        RecordedStep(StepKind.TAP, Phase.GOLDEN, {"text": "我的"}, "text"),
+        RecordedStep(StepKind.TYPE, Phase.GOLDEN, {"resource_id": "search"}, text="北京"),
+        RecordedStep(StepKind.SWIPE, Phase.GOLDEN, direction="up"),
+        RecordedStep(StepKind.TAP, Phase.GOLDEN, {"text": "常用乘车人", "nth": 1}, "relative", unique=False),
+        RecordedStep(StepKind.POINT, Phase.ANSWER, {"resource_id": "passenger_count"}, regex=r"(\d+)"),
+    ]
+    rec._recordings["s"] = Recording(pack=pack.resolve(), task=task, steps=steps)
+    recipe, problems = rec.recipe("s")
+    assert recipe["setup"] == [{"do": "launch", "expect": [{"selector": {"resource_id": "hp_query_button"}}]}]
+    assert recipe["golden"] == [
+        {"tap": {"text": "我的"}},
+        {"type": {"text": "北京", "into": {"resource_id": "search"}}},
+        {"swipe": {"direction": "up"}},
+        {"tap": {"text": "常用乘车人", "nth": 1}},
+        {"answer": {"read": {"resource_id": "passenger_count"}, "regex": r"(\d+)"}},
+    ]
+    assert len(problems) == 1 and "not unique" in problems[0]
+    with pytest.raises(ConfigError, match="problems"):
+        rec.write("s")
+    rec.mark("s", 5, None, delete=True)
+    rec.mark("s", 4, Phase.SETUP)  # a swipe has no setup form
+    assert any("no setup step form" in p for p in rec.recipe("s")[1])
+    rec.mark("s", 4, Phase.GOLDEN)
+    with pytest.raises(ConfigError):
+        rec.mark("s", 1, Phase.GOLDEN)  # a pointed-at node is only a check or an answer
+    with pytest.raises(ConfigError, match="relative"):
+        rec.write("s", new_file=Path("/etc/x.yaml"))
+    written = rec.write("s")
+    assert written["backup"] and Path(written["backup"]).exists()
+    header = (pack / "real.yaml").read_text(encoding="utf-8").splitlines()[0]
+    assert header.startswith("#")  # the file's comment header survives the patch
+    data = yaml.safe_load((pack / "real.yaml").read_text(encoding="utf-8"))["tasks"][task]
+    assert data["golden"][0] == {"tap": {"text": "我的"}} and "unmatched" in data  # other keys kept
+    loaded = next(t for t in load_pack(pack).tasks if t.id == task)
+    assert len(loaded.real.golden) == 4 and loaded.real.setup[0].expect
+    new = rec.write("s", new_file=Path("lookup.yaml"))
+    assert Path(new["path"]) == tmp_path / "data" / "recipes" / "lookup.yaml"
+    assert yaml.safe_load(Path(new["path"]).read_text(encoding="utf-8"))["tasks"][task]["golden"]
