@@ -524,9 +524,11 @@ def test_runs_pages_summarise_filter_and_replay_both_sides(live: RunningConsole)
     assert runs.status_code == 200
     assert "synthetic:trained@clone" in runs.text and "synthetic:trained@real" in runs.text
     table = httpx.get(live.url + "/runs/1?outcome=boundary_reached", timeout=60).text
-    assert "12 episode attempts" in table and "<td>clone</td>" not in table.split("<tbody>")[1]
+    assert "12 episode attempts" in table and "<td>clone</td>" not in table.split('class="data tasks"')[1]
     only_clone = httpx.get(live.url + "/runs/1?target=clone&outcome=success", timeout=60).text
-    assert "boundary_reached" not in only_clone.split("<tbody>")[1]
+    assert "boundary_reached" not in only_clone.split('class="data tasks"')[1]
+    tasks = only_clone.split('class="data tasks"')[1].split("</table>")[0]
+    assert tasks.count("<tr>") > 1 and tasks.count("<td>clone</td>") == tasks.count("<tr>") - 1
     episode_id = "synthetic:trained@real/task1/s0/r0/a0"
     page = httpx.get(live.url + "/runs/1/episode", params={"id": episode_id}, timeout=60).text
     sides = page.split('class="side"')

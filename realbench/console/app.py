@@ -27,6 +27,7 @@ from realbench.console.episodes import (
     episode_rows,
     episode_view,
     run_summaries,
+    task_rows,
     verdict_rows,
 )
 from realbench.console.labels import LabelQueue
@@ -161,6 +162,7 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
             index=idx,
             name=cfg.stores.names()[idx],
             rows=rows,
+            tasks=task_rows(rows),
             filters=f,
             choices=choices,
         )

@@ -101,6 +101,31 @@ def episode_rows(
     ]
 
 
+def task_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per task (and model, target): attempts, scored, successes among decided, outcomes."""
+    by: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        key = (str(r["task"]), str(r["model"]), str(r["env"]))
+        t = by.setdefault(
+            key,
+            {
+                "task": key[0],
+                "model": key[1],
+                "target": key[2],
+                "attempts": 0,
+                "successes": 0,
+                "decided": 0,
+                "outcomes": {},
+            },
+        )
+        t["attempts"] += 1
+        t["outcomes"][r["outcome"]] = t["outcomes"].get(r["outcome"], 0) + 1
+        if r["success"] is not None and r["outcome"] != "env_invalid":
+            t["decided"] += 1
+            t["successes"] += int(bool(r["success"]))
+    return [by[k] for k in sorted(by)]
+
+
 def _data_uri(path: Path, width: int) -> str | None:
     return annotate_screenshot(path, None, width) if path.exists() else None
 
