@@ -148,6 +148,8 @@ def test_guard_token_origin_content_type_and_host() -> None:
             good = {**auth, "Content-Type": "application/json", "Origin": "http://10.0.0.5:8700"}
             assert (await c.post("/api/label", headers=good, content=b"{}")).status_code == 200
             assert (await c.put("/api/label", headers=good, content=b"{}")).status_code == 403
+            cross = {**auth, "Sec-Fetch-Site": "cross-site"}
+            assert (await c.get("/api/phones", headers=cross)).status_code == 403
         local = ConsoleGuard(_ok, token=None, loopback=True)
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=local), base_url="http://rebound.example:8700"

@@ -6,7 +6,8 @@
   every request then carries it (``Authorization: Bearer``, ``X-Realbench-Token``, or the cookie
   the first ``?token=`` visit sets).
 - Requests that change anything are POSTs with a JSON body (a cross-site form cannot send one)
-  whose Origin, when a browser sends it, is this console's own.
+  whose Origin, when a browser sends it, is this console's own; the API answers no request a
+  browser marks as cross-site (`Sec-Fetch-Site`).
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ class ConsoleGuard:
                 )
                 await send({"type": "http.response.body", "body": b""})
                 return
+        site = headers.get("sec-fetch-site")
+        if scope["path"].startswith("/api/") and site is not None and site not in ("same-origin", "none"):
+            # Reading the API (which also health-checks phones) is for this console's own pages.
+            await self._reply(send, 403, f"cross-site request refused (Sec-Fetch-Site {site})")
+            return
         if scope["method"] not in ("GET", "HEAD"):
             problem = self._state_change_problem(scope["method"], headers, host)
             if problem:
