@@ -638,3 +638,68 @@ def test_recorder_turns_marked_steps_into_a_recipe_and_patches_the_pack_with_a_b
     new = rec.write("s", new_file=Path("lookup.yaml"))
     assert Path(new["path"]) == tmp_path / "data" / "recipes" / "lookup.yaml"
     assert yaml.safe_load(Path(new["path"]).read_text(encoding="utf-8"))["tasks"][task]["golden"]
+
+
+@farm
+@pytest.mark.farm
+def test_account_secrets_never_reach_a_page(
+    live: RunningConsole, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devices.farm.pool import PhonePool
+    from devices.rig import PhoneSpec, parse_rig
+    from realbench.console.command import console_app
+    from realbench.console.server import serve_in_thread
+
+    secret = "Zq7-secret-4411"
+    monkeypatch.setenv("RB_TEST_BANK_PASSWORD", secret)
+    rig = parse_rig(
+        {
+            "name": "secret-test",
+            "phones": [{"serial": live.serials[1], "profile": "generic-1080x2400", "accounts": ["bank"]}],
+            "apps": [{"package": BANK}],
+            "accounts": [{"name": "bank", "app": BANK, "password_env": "RB_TEST_BANK_PASSWORD"}],
+        }
+    )
+    pool = PhonePool(
+        rig,
+        [PhoneSpec(serial=live.serials[1], profile="generic-1080x2400")],
+        virtual=True,
+        lease_dir=tmp_path,
+    )
+    screen = live.host.phone(live.serials[1]).ui.source(BANK)
+    try:
+        with (
+            console_app(rig=None, stores=[], data_dir=tmp_path / "d", pool=pool) as app,
+            serve_in_thread(app) as url,
+        ):
+            serial = live.serials[1]
+            assert (
+                httpx.post(f"{url}/api/phones/{serial}/start", json={"package": BANK}, timeout=60).status_code
+                == 200
+            )
+            # the amount field (not a password field) now shows the secret on the phone itself
+            httpx.post(
+                f"{url}/api/phones/{serial}/act", json={"type": "click", "x": 500, "y": 108}, timeout=60
+            )
+            assert (
+                httpx.post(
+                    f"{url}/api/phones/{serial}/act", json={"type": "type", "text": secret}, timeout=60
+                ).status_code
+                == 200
+            )
+            assert secret in screen.fields["amount"]
+            xml = httpx.get(f"{url}/api/phones/{serial}/hierarchy", timeout=30).text
+            inspected = httpx.get(f"{url}/api/phones/{serial}/inspect?x=500&y=108", timeout=30).text
+            cap = httpx.post(f"{url}/api/phones/{serial}/capture", json={}, timeout=60).json()["path"]
+            for text in (
+                xml,
+                inspected,
+                (Path(cap) / "hierarchy.xml").read_text(),
+                (Path(cap) / "capture.json").read_text(),
+            ):
+                assert secret not in text
+            assert "••••••" in xml
+            httpx.post(f"{url}/api/phones/{serial}/release", json={}, timeout=30)
+    finally:
+        screen.clear()
+        pool.close()
