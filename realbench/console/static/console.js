@@ -79,8 +79,12 @@ function startPhone() {
   }
 
   const dialog = document.getElementById("confirm-dialog");
+  const who = document.getElementById("operator");
+  who.value = localStorage.getItem("rb-operator") || "";
+  who.onchange = () => localStorage.setItem("rb-operator", who.value.trim());
   async function act(action, confirm) {
-    const body = confirm ? { action, confirm } : action;
+    const body = { action, operator: who.value.trim() || "operator" };
+    if (confirm) body.confirm = confirm;
     const { status, data } = await api("POST", base + "/act", body);
     if (status === 200) { say("sent " + action.type); document.getElementById("lease").textContent = "leased by the console"; if (window.rbRecorder) window.rbRecorder.refresh(); return; }
     if (status === 409) {
