@@ -703,3 +703,31 @@ def test_account_secrets_never_reach_a_page(
     finally:
         screen.clear()
         pool.close()
+
+
+@farm
+@pytest.mark.farm
+def test_fleet_shows_what_a_run_in_another_process_recorded(live: RunningConsole) -> None:
+    serial = live.serials[1]
+    live.pool._lease_dir.mkdir(parents=True, exist_ok=True)
+    record = live.pool._lease_dir / (serial.replace(":", "_") + ".json")
+    record.write_text(
+        json.dumps(
+            {
+                "serial": serial,
+                "episodes": 10,
+                "flake_rate": 0.3,
+                "quarantined": True,
+                "quarantine_reason": "3 environment failures in a row",
+                "pid": 1,
+            }
+        )
+    )
+    try:
+        row = next(
+            r for r in httpx.get(live.url + "/api/phones?check=0", timeout=60).json() if r["serial"] == serial
+        )
+        assert row["quarantined"] and row["episodes"] == 10 and row["flake_rate"] == 0.3
+        assert "environment failures" in row["quarantine_reason"]
+    finally:
+        record.unlink()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.farm.interlock import InterlockedDevice
-from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid
+from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid, persisted_status
 from realbench.actions import Action, action_to_dict
 from realbench.console.selectors import choose_selector, describe_node, node_at
 from realbench.errors import BoundaryBlocked, DeviceError, RealbenchError
@@ -73,6 +74,7 @@ class ConsolePhones:
         self.confirmations = confirmations
         self._secrets = [s for s in secrets if s]
         self._states: dict[str, _PhoneState] = {s: _PhoneState() for s in pool.serials}
+        self._saved: dict[str, dict[str, Any]] = {}
         self._guard = threading.RLock()
 
     # --- helpers ------------------------------------------------------------------------------
@@ -221,13 +223,33 @@ class ConsolePhones:
                     "health": facts.get("health", "unchecked"),
                     "apps": apps,
                     "leased_by": holder,
-                    "quarantined": rec.quarantined,
-                    "quarantine_reason": rec.quarantine_reason,
-                    "flake_rate": rec.flake_rate,
-                    "episodes": rec.episodes,
+                    **self._counters(rec),
                 }
             )
         return rows
+
+    def _counters(self, rec: Any) -> dict[str, Any]:
+        """Quarantine and flake rate: this process's counts, else what the last process that ran
+        episodes on the phone recorded (a run in another process persists them)."""
+        own = {
+            "quarantined": rec.quarantined,
+            "quarantine_reason": rec.quarantine_reason,
+            "flake_rate": rec.flake_rate,
+            "episodes": rec.episodes,
+        }
+        latest = persisted_status(rec.serial, self.pool._lease_dir)
+        if latest and latest.get("pid") != os.getpid():
+            # Only another process's record: this one's own health checks persist zeros too.
+            self._saved[rec.serial] = latest
+        saved = self._saved.get(rec.serial)
+        if rec.episodes or not saved:
+            return own
+        return {
+            "quarantined": bool(saved.get("quarantined")),
+            "quarantine_reason": str(saved.get("quarantine_reason") or ""),
+            "flake_rate": float(saved.get("flake_rate") or 0.0),
+            "episodes": int(saved.get("episodes") or 0),
+        }
 
     # --- input --------------------------------------------------------------------------------
 
