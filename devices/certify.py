@@ -265,6 +265,8 @@ def run_real_golden(
                 result.boundary_reached = True
                 cert.detail = f"stopped by the interlock at {exc.control}"
                 return
+            if agent.remaining == 0:
+                break  # the step is done; the next step looks at the screen itself
         else:
             cert.ok, cert.detail = False, "the step did not finish"
             result.failed_step, result.failed_selector = f"golden.{i}", cert.selector or None
@@ -484,7 +486,7 @@ def certify_command(
 
     loaded = load_pack(pack)
     rig_obj = load_rig(rig)
-    out_dir = out or Path("certify") / f"{rig_obj.name}-{loaded.app}"
+    out_dir = out or Path("runs") / f"certify-{rig_obj.name}-{loaded.app}"
     return certify(
         rig_obj,
         loaded,

@@ -97,12 +97,16 @@ class SetupRunner:
         self.record = record
         self.settle_s = settle_s
         self.records: list[StepRecord] = []
+        # The dump recorded after a step is the screen the next step starts from: its first look
+        # uses it instead of dumping again (input is still checked on a fresh dump by the interlock).
+        self._recorded: str | None = None
 
     # --- screen helpers ---------------------------------------------------------------------
 
     def _hierarchy(self) -> Hierarchy | None:
+        xml, self._recorded = self._recorded, None
         try:
-            return Hierarchy(self.phone.hierarchy())
+            return Hierarchy(xml if xml is not None else self.phone.hierarchy())
         except RealbenchError:
             return None
 
@@ -129,6 +133,7 @@ class SetupRunner:
         try:
             rec.hierarchy = self.phone.hierarchy()
             rec.screenshot = self.phone.screenshot()
+            self._recorded = rec.hierarchy
         except RealbenchError as exc:
             rec.detail = rec.detail or f"no screenshot: {exc.message}"
 
@@ -141,6 +146,7 @@ class SetupRunner:
             self.records.append(rec)
             try:
                 self._one(i, step, rec)
+                self._recorded = None  # the step acted: the recorded screen is gone
                 time.sleep(self.settle_s)
                 for check in step.expect:
                     self._expect(i, check, rec)

@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,8 @@ def run_pack(
             confirmed=bool(gate_opts.get("confirm_manual")),
         )
     factory = make_agent_factory(agent, pack, agent_options or {}, seed)
+    if agent == "golden" and kind is TargetKind.REAL:
+        factory = partial(GoldenAgent, real_side=True)
     probe = factory()
     # The agent's own name (e.g. openai:MODEL) keeps two checkpoints served by one endpoint apart.
     agent_name = probe.name

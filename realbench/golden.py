@@ -64,8 +64,10 @@ class PlanError(RealbenchError):
 class GoldenAgent:
     """Runs a task's golden plan. Name: ``golden``."""
 
-    def __init__(self, name: str = "golden") -> None:
+    def __init__(self, name: str = "golden", *, real_side: bool = False) -> None:
         self._name = name
+        # On a real app the task's real golden plan (the real app's selectors) runs where it has one.
+        self.real_side = real_side
         self._instance: TaskInstance | None = None
         self._steps: deque[PlanStep] = deque()
         self._pending: deque[Action] = deque()
@@ -78,7 +80,12 @@ class GoldenAgent:
 
     def reset(self, instance: TaskInstance) -> None:
         self._instance = instance
-        self._steps = deque(instance.task.golden)
+        plan = (
+            instance.task.real.golden
+            if self.real_side and instance.task.real.golden
+            else instance.task.golden
+        )
+        self._steps = deque(plan)
         self._pending.clear()
         self._missing = 0
         self._swipes = 0

@@ -20,7 +20,9 @@ it is drawn from the world model (the task's own `params`).
 from __future__ import annotations
 
 import hashlib
+import os
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -254,3 +256,37 @@ def merge_recipes(pack: Any, recipes: Any, path: str) -> Any:
     if problems:
         raise PackError(path, problems)
     return pack
+
+
+def save_recipe(pack_dir: Path, task_id: str, recipe: dict[str, Any]) -> Path:
+    """Write one task's recipe into `pack_dir/real.yaml` (what a recorder calls).
+
+    The previous file is kept as `real.yaml.bak`; the pack with the new recipe must load (its
+    schema and merge rules hold) or nothing is written."""
+    import shutil
+
+    import yaml
+
+    from realbench.taskpack import load_pack
+
+    path = pack_dir / RECIPES_FILE
+    current: dict[str, Any] = {}
+    if path.exists():
+        current = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    current.setdefault("tasks", {})[task_id] = recipe
+    text = yaml.safe_dump(current, allow_unicode=True, sort_keys=False, width=110)
+    tmp = pack_dir / f".{RECIPES_FILE}.new"
+    tmp.write_text(text, encoding="utf-8")
+    backup = pack_dir / f"{RECIPES_FILE}.bak"
+    if path.exists():
+        shutil.copy2(path, backup)
+    os.replace(tmp, path)
+    try:
+        load_pack(pack_dir)
+    except Exception:
+        if backup.exists():
+            os.replace(backup, path)
+        else:
+            path.unlink()
+        raise
+    return path

@@ -42,7 +42,8 @@ def test_real_golden_plans_stop_at_the_boundary_or_the_answer(name: str) -> None
         last = task.real.golden[-1]
         assert all(s.terminate is None for s in task.real.golden), task.id
         if task.real.boundary:
-            assert last.tap is not None and last.tap in task.real.boundary, task.id
+            # the boundary control, by whatever selector the plan uses (certify checks the interlock stops it)
+            assert last.tap is not None, task.id
         else:
             assert last.answer is not None, task.id
     for task in pack.tasks:
@@ -225,3 +226,24 @@ def test_a_real_run_stops_before_the_first_episode_on_manual_preconditions(tmp_p
     assert check_manual(pack, ["pay-unpaid-order"], virtual=True, confirmed=False)["manual_status"] == (
         "provisioned by virtual phones"
     )
+
+
+def test_a_recorded_recipe_is_saved_with_a_backup_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    from realbench.recipes import save_recipe
+
+    pack_dir = tmp_path / "bank"
+    shutil.copytree(ROOT / "taskpacks" / "bank", pack_dir)
+    recipe = {
+        "setup": [{"do": "wait_for", "selector": {"text_contains": "总资产"}}],
+        "golden": [{"answer": {"read": {"text_regex": "^\\d"}}}],
+    }
+    save_recipe(pack_dir, "total_assets", recipe)
+    assert (pack_dir / "real.yaml.bak").exists()
+    task = load_pack(pack_dir).task("total_assets")
+    assert task.real.golden[0].answer is not None and task.real.setup[0].do == "wait_for"
+    before = (pack_dir / "real.yaml").read_text(encoding="utf-8")
+    with pytest.raises(PackError):
+        save_recipe(pack_dir, "total_assets", {"setup": [{"do": "fly"}]})
+    assert (pack_dir / "real.yaml").read_text(encoding="utf-8") == before
