@@ -6,7 +6,7 @@ The live view is what the phone page runs: one screenshot request after another 
 the screen changed (outside the status bar). The phone is a virtual phone (the ticket app's static
 placeholder screen) behind the real adb server: a test rig, not a phone.
 
-    python benchmarks/console.py [--seconds 10] [--taps 20]
+    python benchmarks/console.py [--seconds 10] [--taps 20] [--browser]
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--taps", type=int, default=20)
+    ap.add_argument("--browser", action="store_true", help="also count the phone page's frames in Chromium")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, running_console(Path(tmp), phones=1, store=False) as c:
         serial = c.serials[0]
@@ -114,6 +115,22 @@ def main() -> None:
         stop.set()
         th.join(timeout=10)
         client.post(base + "/release", json={})
+        # 3. the phone page itself in headless Chromium (its own frame counter)
+        page_fps = None
+        if args.browser:
+            from playwright.sync_api import sync_playwright
+
+            from tests.console_support import CHROMIUM, CHROMIUM_ARGS
+
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+                page = browser.new_page()
+                page.goto(f"{c.url}/phone/{serial}")
+                page.wait_for_function("window.rbFrames >= 3", timeout=60_000)
+                f0, t0 = page.evaluate("window.rbFrames"), time.perf_counter()
+                time.sleep(args.seconds)
+                page_fps = (page.evaluate("window.rbFrames") - f0) / (time.perf_counter() - t0)
+                browser.close()
     out = {
         "machine": machine(),
         "live_view_width_px": WIDTH,
@@ -123,6 +140,7 @@ def main() -> None:
         "tap_to_visible_ms_p95": round(1000 * pct(latencies, 0.95)),
         "act_request_ms_p50": round(1000 * pct(acts, 0.5)),
         "taps_seen": f"{len(latencies)}/{args.taps}",
+        "page_frames_per_s": None if page_fps is None else round(page_fps, 1),
     }
     print(json.dumps(out, ensure_ascii=False, indent=1))
 
