@@ -293,6 +293,8 @@ def test_api_lists_phones_streams_screens_and_acts(live: RunningConsole) -> None
     held.release()
     bad = _post(live, f"/api/phones/{serial}/act", {"type": "click", "x": 5000, "y": 1})
     assert bad.status_code == 400 and "x" in bad.json()["error"]
+    other_app = _post(live, f"/api/phones/{serial}/act", {"type": "open_app", "app": "com.android.settings"})
+    assert other_app.status_code == 400 and "not an app of rig" in other_app.json()["error"]
 
 
 @farm

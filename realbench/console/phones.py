@@ -20,9 +20,9 @@ from typing import Any
 
 from devices.farm.interlock import InterlockedDevice
 from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid, persisted_status
-from realbench.actions import Action, action_to_dict
+from realbench.actions import Action, OpenApp, action_to_dict
 from realbench.console.selectors import choose_selector, describe_node, node_at
-from realbench.errors import BoundaryBlocked, DeviceError, RealbenchError
+from realbench.errors import BoundaryBlocked, ConfigError, DeviceError
 from realbench.hierarchy import Hierarchy, Selector
 
 log = logging.getLogger(__name__)
@@ -258,6 +258,11 @@ class ConsolePhones:
     ) -> None:
         """Send an action through the interlock. Raises `BoundaryBlocked` (with `.control`) when it
         would activate a stop control, unless `confirm` names exactly that control."""
+        if isinstance(action, OpenApp) and action.app not in {a.package for a in self.pool.rig.apps}:
+            # Another app could be anything (a payment app, settings): only the rig's apps open.
+            raise ConfigError(
+                f"{action.app} is not an app of rig {self.pool.rig.name!r}", hint="open one of the rig's apps"
+            )
         self.lease(serial, operator)
         st = self._state(serial)
         assert st.guarded is not None
@@ -289,7 +294,7 @@ class ConsolePhones:
 
     def start_app(self, serial: str, package: str, operator: str = "operator") -> None:
         if package not in {a.package for a in self.pool.rig.apps}:
-            raise RealbenchError(f"{package} is not an app of rig {self.pool.rig.name!r}")
+            raise ConfigError(f"{package} is not an app of rig {self.pool.rig.name!r}")
         self.lease(serial, operator)
         self._state(serial).last_input = time.monotonic()
         self.pool.phone(serial).start_app(package)
