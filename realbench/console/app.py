@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 LIVE_WIDTH = 540
+MAX_EPISODE_ROWS = 1000  # rows of one store page; the per-task table counts them all
 
 
 @dataclass
@@ -163,6 +164,7 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
             name=cfg.stores.names()[idx],
             rows=rows,
             tasks=task_rows(rows),
+            shown=MAX_EPISODE_ROWS,
             filters=f,
             choices=choices,
         )
