@@ -448,6 +448,15 @@ def test_tap_through_the_page_changes_the_live_image_and_inspector_names_the_sel
     assert (
         abs(events[-1].x - button.bounds.center[0]) < 12 and abs(events[-1].y - button.bounds.center[1]) < 12
     )
+    # a drag on the image is a swipe from where it started to where it ended
+    page.mouse.move(x, y + 200)
+    page.mouse.down()
+    page.mouse.move(x, y + 100, steps=4)
+    page.mouse.move(x, y, steps=4)
+    page.mouse.up()
+    page.wait_for_function("document.getElementById('message').textContent === 'sent swipe'", timeout=30_000)
+    swipe = [e for e in live.host.phone(serial).events.events() if e.method == "swipe"][-1]
+    assert swipe.y is not None and swipe.y2 is not None and swipe.y - swipe.y2 > 300  # upward, in pixels
     assert not page.errors
     _post(live, f"/api/phones/{serial}/release", {})
     page.close()
