@@ -742,3 +742,28 @@ def test_fleet_shows_what_a_run_in_another_process_recorded(live: RunningConsole
         assert "environment failures" in row["quarantine_reason"]
     finally:
         record.unlink()
+
+
+@farm
+@pytest.mark.farm
+@pytest.mark.browser
+def test_token_mode_in_the_browser(live: RunningConsole, browser: object, tmp_path: Path) -> None:
+    from realbench.console.command import console_app
+    from realbench.console.server import serve_in_thread
+
+    token = "k" * 32
+    with (
+        console_app(rig=None, stores=[live.store], data_dir=tmp_path, token=token, loopback=False) as app,
+        serve_in_thread(app) as url,
+    ):
+        page = _page(browser)
+        r = page.goto(url + "/runs")
+        assert r is not None and r.status == 401
+        page.goto(f"{url}/runs?token={token}")
+        assert page.url == url + "/runs" and token not in page.url
+        assert "synthetic:base@real" in page.content()
+        page.goto(f"{url}/label?store=0&labeller=zoe")  # the page's own API calls carry the cookie
+        page.wait_for_selector("#label-item:not([hidden])", timeout=30_000)
+        assert httpx.get(url + "/api/label/next?store=0&labeller=zoe", timeout=30).status_code == 401
+        assert not page.errors
+        page.close()
