@@ -239,7 +239,9 @@ def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
     if verdicts.empty:
         raise AnalysisError("no verdicts in these stores", hint="run `realbench judge` on the episodes first")
     ep = episodes[episodes["scored"].astype(bool)].set_index("key")
-    human = _latest(verdicts, "human").groupby("key")["success"].mean()
+    human_rows = _latest(verdicts, "human")
+    # An "unsure" label (abstained) is no ground truth either way.
+    human = human_rows[~human_rows["abstained"].astype(bool)].groupby("key")["success"].mean()
     verifier = _latest(verdicts, "verifier").groupby("key")["success"].all()
     checks = _latest(verdicts, "checks").groupby("key")["success"].all()
     judged = _latest(verdicts, "judge")

@@ -428,6 +428,14 @@ class PhoneDevice:
             hint="the screen may be off or locked, or the app sets FLAG_SECURE (screenshots of it are always black)",
         )
 
+    def screenshot_frame(self, *, scale: float = 1.0, quality: int = 70) -> bytes:
+        """A JPEG scaled on the phone (uiautomator's own `scale`), for live views: black frames are
+        returned as they are, since a viewer should see them."""
+        data = self._rpc("takeScreenshot", scale, quality)
+        if not data:
+            raise DeviceError(f"takeScreenshot on {self._serial} returned nothing")
+        return base64.b64decode(data)
+
     def hierarchy(self) -> str:
         """A fresh UI hierarchy dump (Android XML)."""
         xml = self._rpc("dumpWindowHierarchy", False, 50)

@@ -942,6 +942,58 @@ def demo_cmd(
     console.print(f"[bold]study written to {out}[/] — report: {data['report']}")
 
 
+@app.command("console")
+def console_cmd(
+    rig: Annotated[str | None, typer.Option("--rig", help="Rig file or name: its phones")] = None,
+    store: Annotated[
+        list[Path] | None, typer.Option("--store", help="Run store to show and label (repeatable)")
+    ] = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; not loopback needs --token-env")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8700,
+    token_env: Annotated[
+        str | None, typer.Option("--token-env", help="Environment variable holding the access token")
+    ] = None,
+    data: Annotated[
+        Path, typer.Option("--data", help="Folder for captures, recordings and the confirmation log")
+    ] = Path("console-data"),
+    pack: Annotated[
+        list[Path] | None, typer.Option("--pack", help="Packs whose stop controls are armed (default: all)")
+    ] = None,
+    label_plan: Annotated[
+        list[Path] | None, typer.Option("--label-plan", help="Labelling plan served first")
+    ] = None,
+) -> None:
+    """The lab console: fleet, live phone view with control and inspector, capture, runs, labelling."""
+    from realbench.console.command import console_command
+
+    console_command(
+        rig=rig,
+        stores=list(store or []),
+        host=host,
+        port=port,
+        token_env=token_env,
+        data_dir=data,
+        packs=pack,
+        plans=label_plan,
+    )
+
+
+@app.command("capture")
+def capture_cmd(
+    rig: Annotated[str, typer.Option("--rig", help="Rig file or name")],
+    serial: Annotated[str, typer.Option("--serial", help="Phone serial")],
+    out: Annotated[Path, typer.Option("--out", help="Capture folder")],
+    label: Annotated[str, typer.Option("--label", help="The clone screen this corresponds to")] = "",
+) -> None:
+    """Capture one phone screen: screenshot, hierarchy, foreground activity, app version, profile, time."""
+    from realbench.console.command import capture_command
+
+    path = capture_command(rig=rig, serial=serial, label=label, out=out)
+    console.print(str(path))
+
+
 def run() -> None:
     """Entry point that maps realbench errors to clean messages (used by `python -m realbench`)."""
     try:

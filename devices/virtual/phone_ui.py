@@ -318,7 +318,13 @@ class PhoneUI:
     def jpeg(self, quality: int = 80, scale: float = 1.0) -> bytes:
         img = self.screenshot()
         if scale != 1.0 and 0 < scale < 1:
-            img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))))
+            size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+            # A whole-number reduction first (box filter, ~10x cheaper than a resize of the full frame).
+            factor = int(1 / scale + 1e-6)
+            if factor >= 2:
+                img = img.reduce(factor)
+            if img.size != size:
+                img = img.resize(size)
         buf = io.BytesIO()
         img.save(buf, format="JPEG", quality=max(1, min(100, int(quality))))
         return buf.getvalue()

@@ -1,0 +1,1 @@
+"""The lab console: a web app over the farm, the run stores and the labelling queue (a wiring package)."""

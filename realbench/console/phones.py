@@ -1,0 +1,300 @@
+"""The console's view of the rig's phones: fleet rows, leases, frames, inspection and guarded input.
+
+The console leases a phone from the same `PhonePool` (thread lock + cross-process file lock) that
+runs use, so an episode and an operator never drive one phone at once. Every touch, key and text
+goes through the farm's interlock, armed with every stop control the rig's packs know (the
+always-forbidden controls and each task's commit boundary); a blocked action is sent only when
+the operator confirms the very control the interlock named, and each confirmation is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devices.farm.interlock import InterlockedDevice
+from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid, persisted_status
+from realbench.actions import Action, OpenApp, action_to_dict
+from realbench.console.selectors import choose_selector, describe_node, node_at
+from realbench.errors import BoundaryBlocked, ConfigError, DeviceError
+from realbench.hierarchy import Hierarchy, Selector
+
+log = logging.getLogger(__name__)
+
+CONSOLE_HOLDER = "console"
+LEASE_WAIT_S = 1.0
+IDLE_RELEASE_S = 300.0  # an operator's lease lapses after this long without input
+HEALTH_MAX_AGE_S = 60.0
+HIERARCHY_MAX_AGE_S = 1.0
+OPERATOR_SETTLE_S = 0.1  # the interlock's settle pause between dumps, shorter than an agent's
+
+
+@dataclass
+class Blocked:
+    """An action the interlock refused: what it would have activated."""
+
+    boundary: str
+    reason: str
+
+
+@dataclass
+class _PhoneState:
+    lease: Lease | None = None
+    guarded: InterlockedDevice | None = None
+    last_input: float = 0.0
+    facts: dict[str, Any] = field(default_factory=dict)
+    facts_at: float = 0.0
+    hierarchy: tuple[float, str] | None = None
+
+
+def _stop_selectors(packs: list[Any]) -> tuple[list[Selector], list[Selector]]:
+    """(boundary, forbidden) selectors of every pack; parameterised ones ({name}) cannot be armed
+    without a task instance and are left to the always-forbidden list."""
+    boundary: list[Selector] = []
+    forbidden: list[Selector] = []
+    for pack in packs:
+        forbidden += list(pack.real_app.forbidden)
+        for task in pack.tasks:
+            for sel in task.real.boundary:
+                if "{" not in json.dumps(sel.model_dump(), ensure_ascii=False) and sel not in boundary:
+                    boundary.append(sel)
+    return boundary, forbidden
+
+
+class ConsolePhones:
+    def __init__(self, pool: PhonePool, packs: list[Any], *, confirmations: Path, secrets: list[str]) -> None:
+        self.pool = pool
+        self.boundary, self.forbidden = _stop_selectors(packs)
+        self.confirmations = confirmations
+        self._secrets = [s for s in secrets if s]
+        self._states: dict[str, _PhoneState] = {s: _PhoneState() for s in pool.serials}
+        self._saved: dict[str, dict[str, Any]] = {}
+        self._guard = threading.RLock()
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _state(self, serial: str) -> _PhoneState:
+        self.pool.record(serial)  # raises DeviceError naming the rig's phones
+        return self._states.setdefault(serial, _PhoneState())
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "•" * 6)
+        return text
+
+    # --- leases -------------------------------------------------------------------------------
+
+    def lease(self, serial: str, operator: str = "operator") -> Lease:
+        with self._guard:
+            st = self._state(serial)
+            if st.lease is not None:
+                return st.lease
+            try:
+                st.lease = self.pool.acquire(
+                    serial, holder=f"{CONSOLE_HOLDER}:{operator}", timeout=LEASE_WAIT_S
+                )
+            except LeaseTimeout as exc:
+                pid = lease_holder_pid(serial, self.pool._lease_dir)
+                holder = self.pool.record(serial).holder
+                raise LeaseTimeout(
+                    f"phone {serial} is leased by {holder or f'process {pid}'}; the console cannot drive it now",
+                    hint=exc.hint,
+                ) from None
+            st.guarded = InterlockedDevice(self.pool.phone(serial), settle_s=OPERATOR_SETTLE_S)
+            st.guarded.arm(self.boundary, self.forbidden)
+            st.last_input = time.monotonic()
+            return st.lease
+
+    def release(self, serial: str) -> None:
+        with self._guard:
+            st = self._state(serial)
+            lease, st.lease, st.guarded = st.lease, None, None
+            if lease is not None:
+                lease.release()
+
+    def release_idle(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for serial, st in list(self._states.items()):
+            if st.lease is not None and now - st.last_input > IDLE_RELEASE_S:
+                log.info("console lease of %s lapsed after %.0f s idle", serial, IDLE_RELEASE_S)
+                self.release(serial)
+
+    def close(self) -> None:
+        for serial in list(self._states):
+            self.release(serial)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def frame(self, serial: str, width: int | None = None, quality: int = 70) -> bytes:
+        phone = self.pool.phone(serial)
+        w, _ = phone.size()
+        scale = 1.0 if not width or width >= w else width / w
+        return phone.screenshot_frame(scale=scale, quality=quality)
+
+    def hierarchy(self, serial: str, *, max_age_s: float = 0.0) -> str:
+        st = self._state(serial)
+        if st.hierarchy is not None and time.monotonic() - st.hierarchy[0] <= max_age_s:
+            return st.hierarchy[1]
+        xml = self.redact(self.pool.phone(serial).hierarchy())
+        st.hierarchy = (time.monotonic(), xml)
+        return xml
+
+    def inspect(self, serial: str, x: int, y: int) -> dict[str, Any]:
+        """The node under normalised point (x, y) and the selector realbench would use for it."""
+        phone = self.pool.phone(serial)
+        tree = Hierarchy(self.hierarchy(serial, max_age_s=HIERARCHY_MAX_AGE_S))
+        px, py = phone.to_pixels(x, y)
+        node = node_at(tree, px, py)
+        if node is None:
+            return {"node": None, "pixel": [px, py]}
+        choice = choose_selector(tree, node)
+        return {"node": describe_node(node), "pixel": [px, py], **choice.to_dict()}
+
+    def facts(self, serial: str, *, refresh: bool = False) -> dict[str, Any]:
+        """Model, app versions and health (cached; health needs a short lease of its own)."""
+        st = self._state(serial)
+        if not refresh and st.facts and time.monotonic() - st.facts_at < HEALTH_MAX_AGE_S:
+            return st.facts
+        facts: dict[str, Any] = {"model": "", "apps": {}, "health": "unchecked", "health_items": []}
+        try:
+            phone = self.pool.phone(serial)
+            facts["model"] = phone.describe().get("model", "")
+            for app in self.pool.rig.apps:
+                facts["apps"][app.package] = phone.app_version(app.package)
+        except DeviceError as exc:
+            facts["health"] = f"unreachable: {exc.message}"
+        else:
+            rec = self.pool.record(serial)
+            if st.lease is not None:
+                # The health check repairs (wakes the screen, restores the IME): never under an operator.
+                last = st.facts.get("health", "unchecked")
+                facts["health"] = last if last.startswith("ok") else "in use by the console (not checked)"
+                facts["health_items"] = st.facts.get("health_items", [])
+            elif rec.holder is None and lease_holder_pid(serial, self.pool._lease_dir) is None:
+                try:
+                    with self.pool.lease(serial, holder=f"{CONSOLE_HOLDER}:health", timeout=0.2):
+                        report = self.pool.check(serial)
+                except LeaseTimeout:
+                    facts["health"] = "leased (not checked)"
+                else:
+                    facts["health"] = report.summary()
+                    facts["health_items"] = [
+                        {"name": i.name, "status": str(i.status), "detail": i.detail} for i in report.items
+                    ]
+            else:
+                facts["health"] = "leased (not checked: in use)"
+        return self._keep(st, facts)
+
+    def _keep(self, st: _PhoneState, facts: dict[str, Any]) -> dict[str, Any]:
+        st.facts, st.facts_at = facts, time.monotonic()
+        return facts
+
+    def fleet(self, *, check: bool = True) -> list[dict[str, Any]]:
+        rows = []
+        for serial in self.pool.serials:
+            rec = self.pool.record(serial)
+            st = self._state(serial)
+            pid = lease_holder_pid(serial, self.pool._lease_dir)
+            holder = rec.holder or (f"process {pid}" if pid is not None else None)
+            facts = self.facts(serial) if check else st.facts
+            pins = {a.package: a.version for a in self.pool.rig.apps}
+            apps = {
+                pkg: {
+                    "version": facts.get("apps", {}).get(pkg),
+                    "pin": pin,
+                    "ok": pin is None or facts.get("apps", {}).get(pkg) == pin,
+                }
+                for pkg, pin in pins.items()
+            }
+            rows.append(
+                {
+                    "serial": serial,
+                    "label": rec.spec.label,
+                    "host": rec.spec.host,
+                    "profile": rec.profile.name,
+                    "kind": "virtual-phone" if rec.virtual else "phone",
+                    "model": facts.get("model", ""),
+                    "health": facts.get("health", "unchecked"),
+                    "apps": apps,
+                    "leased_by": holder,
+                    **self._counters(rec),
+                }
+            )
+        return rows
+
+    def _counters(self, rec: Any) -> dict[str, Any]:
+        """Quarantine and flake rate: this process's counts, else what the last process that ran
+        episodes on the phone recorded (a run in another process persists them)."""
+        own = {
+            "quarantined": rec.quarantined,
+            "quarantine_reason": rec.quarantine_reason,
+            "flake_rate": rec.flake_rate,
+            "episodes": rec.episodes,
+        }
+        latest = persisted_status(rec.serial, self.pool._lease_dir)
+        if latest and latest.get("pid") != os.getpid():
+            # Only another process's record: this one's own health checks persist zeros too.
+            self._saved[rec.serial] = latest
+        saved = self._saved.get(rec.serial)
+        if rec.episodes or not saved:
+            return own
+        return {
+            "quarantined": bool(saved.get("quarantined")),
+            "quarantine_reason": str(saved.get("quarantine_reason") or ""),
+            "flake_rate": float(saved.get("flake_rate") or 0.0),
+            "episodes": int(saved.get("episodes") or 0),
+        }
+
+    # --- input --------------------------------------------------------------------------------
+
+    def act(
+        self, serial: str, action: Action, *, confirm: str | None = None, operator: str = "operator"
+    ) -> None:
+        """Send an action through the interlock. Raises `BoundaryBlocked` (with `.control`) when it
+        would activate a stop control, unless `confirm` names exactly that control."""
+        if isinstance(action, OpenApp) and action.app not in {a.package for a in self.pool.rig.apps}:
+            # Another app could be anything (a payment app, settings): only the rig's apps open.
+            raise ConfigError(
+                f"{action.app} is not an app of rig {self.pool.rig.name!r}", hint="open one of the rig's apps"
+            )
+        self.lease(serial, operator)
+        st = self._state(serial)
+        assert st.guarded is not None
+        st.last_input = time.monotonic()
+        st.hierarchy = None
+        try:
+            st.guarded.act(action)
+        except BoundaryBlocked as exc:
+            if not confirm or confirm != exc.control:
+                raise
+            self._log_confirmation(serial, action, exc.control, str(exc.message), operator)
+            st.guarded.inner.act(action)
+
+    def _log_confirmation(
+        self, serial: str, action: Action, control: str, reason: str, operator: str
+    ) -> None:
+        entry = {
+            "time": time.time(),
+            "serial": serial,
+            "operator": operator,
+            "action": action_to_dict(action),
+            "boundary": control,
+            "interlock": reason,
+        }
+        log.warning("operator %s confirmed a boundary action on %s: %s", operator, serial, control)
+        self.confirmations.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.confirmations, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def start_app(self, serial: str, package: str, operator: str = "operator") -> None:
+        if package not in {a.package for a in self.pool.rig.apps}:
+            raise ConfigError(f"{package} is not an app of rig {self.pool.rig.name!r}")
+        self.lease(serial, operator)
+        self._state(serial).last_input = time.monotonic()
+        self.pool.phone(serial).start_app(package)

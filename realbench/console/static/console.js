@@ -1,0 +1,286 @@
+// The console's pages: a little JavaScript over the JSON API (no build step).
+"use strict";
+
+async function api(method, url, body) {
+  const opts = { method, headers: {} };
+  if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+  const r = await fetch(url, opts);
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = { error: text }; }
+  return { status: r.status, data };
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c === null || c === undefined ? "" : c);
+  return e;
+}
+
+// --- fleet ------------------------------------------------------------------------------------
+
+function startFleet() {
+  const body = document.querySelector("#fleet tbody");
+  async function refresh() {
+    const { status, data } = await api("GET", "/api/phones");
+    if (status !== 200) { body.replaceChildren(el("tr", {}, el("td", { colspan: 9 }, data.error || "error"))); return; }
+    body.replaceChildren(...data.map((p) => {
+      const apps = Object.entries(p.apps).map(([pkg, a]) =>
+        el("div", { class: a.ok ? "ok" : "bad" }, `${pkg.split(".").pop()} ${a.version || "missing"}` + (a.pin ? ` (pin ${a.pin})` : "")));
+      const link = el("a", { href: "/phone/" + encodeURIComponent(p.serial) }, p.serial);
+      return el("tr", { "data-serial": p.serial }, el("td", {}, link), el("td", {}, p.label), el("td", {}, p.model),
+        el("td", {}, p.kind), el("td", {}, p.health), el("td", {}, ...apps), el("td", {}, p.leased_by || "free"),
+        el("td", {}, p.quarantined ? "yes: " + p.quarantine_reason : "no"),
+        el("td", {}, p.episodes ? `${(100 * p.flake_rate).toFixed(1)} % of ${p.episodes}` : "–"));
+    }));
+  }
+  refresh();
+  setInterval(refresh, 3000);
+}
+
+// --- phone ------------------------------------------------------------------------------------
+
+function startPhone() {
+  const root = document.querySelector(".phone");
+  const serial = root.dataset.serial, width = root.dataset.width;
+  const base = "/api/phones/" + encodeURIComponent(serial);
+  const img = document.getElementById("screen");
+  const msg = document.getElementById("message");
+  window.rbFrames = 0;
+  let frameTimes = [];
+
+  function say(text, error) { msg.textContent = text; msg.className = "message" + (error ? " error" : ""); }
+
+  async function stream() {
+    for (;;) {
+      try {
+        const r = await fetch(`${base}/screen?width=${width}&t=${Date.now()}`);
+        if (r.ok) {
+          const url = URL.createObjectURL(await r.blob());
+          await new Promise((res) => { img.onload = res; img.onerror = res; const old = img.src; img.src = url; if (old) URL.revokeObjectURL(old); });
+          window.rbFrames++;
+          const now = performance.now();
+          frameTimes.push(now);
+          frameTimes = frameTimes.filter((t) => now - t < 2000);
+          document.getElementById("fps").textContent = (frameTimes.length / 2).toFixed(1) + " frames/s";
+        } else { await new Promise((res) => setTimeout(res, 500)); }
+      } catch (e) { await new Promise((res) => setTimeout(res, 500)); }
+    }
+  }
+
+  function norm(ev) {
+    const r = img.getBoundingClientRect();
+    const x = Math.round(Math.min(1, Math.max(0, (ev.clientX - r.left) / r.width)) * 1000);
+    const y = Math.round(Math.min(1, Math.max(0, (ev.clientY - r.top) / r.height)) * 1000);
+    return { x, y };
+  }
+
+  const dialog = document.getElementById("confirm-dialog");
+  const who = document.getElementById("operator");
+  who.value = localStorage.getItem("rb-operator") || "";
+  who.onchange = () => localStorage.setItem("rb-operator", who.value.trim());
+  async function act(action, confirm) {
+    const body = { action, operator: who.value.trim() || "operator" };
+    if (confirm) body.confirm = confirm;
+    const { status, data } = await api("POST", base + "/act", body);
+    if (status === 200) { say("sent " + action.type); document.getElementById("lease").textContent = "leased by the console"; if (window.rbRecorder) window.rbRecorder.refresh(); return; }
+    if (status === 409) {
+      if (window.rbRecorder) window.rbRecorder.refresh();
+      document.getElementById("confirm-boundary").textContent = data.boundary;
+      document.getElementById("confirm-reason").textContent = data.error;
+      dialog.returnValue = "";
+      dialog.showModal();
+      dialog.onclose = () => { if (dialog.returnValue === "send") act(action, data.boundary); else say("not sent: " + data.boundary, true); };
+      return;
+    }
+    say(data.error || ("error " + status), true);
+  }
+  document.getElementById("confirm-send").onclick = () => dialog.close("send");
+  document.getElementById("confirm-cancel").onclick = () => dialog.close("cancel");
+
+  let down = null;
+  img.addEventListener("pointerdown", (ev) => { ev.preventDefault(); down = { p: norm(ev), t: performance.now(), cx: ev.clientX, cy: ev.clientY }; });
+  img.addEventListener("pointerup", (ev) => {
+    if (!down) return;
+    const p = norm(ev), held = performance.now() - down.t, moved = Math.hypot(ev.clientX - down.cx, ev.clientY - down.cy);
+    const start = down.p; down = null;
+    if (window.rbPointMode && window.rbRecorder) { window.rbRecorder.point(start); return; }
+    if (moved > 12) act({ type: "swipe", x: start.x, y: start.y, x2: p.x, y2: p.y, duration_ms: Math.max(100, Math.min(2000, Math.round(held))) });
+    else if (held > 600) act({ type: "long_press", x: start.x, y: start.y, duration_ms: 800 });
+    else act({ type: "click", x: start.x, y: start.y });
+  });
+
+  let inspectBusy = false, pending = null;
+  async function inspect(p) {
+    if (inspectBusy) { pending = p; return; }
+    inspectBusy = true;
+    const { status, data } = await api("GET", `${base}/inspect?x=${p.x}&y=${p.y}`);
+    const box = document.getElementById("inspector");
+    if (status === 200 && data.node) {
+      const n = data.node;
+      box.textContent = `selector: ${data.text}\n${data.unique ? "unique" : "NOT unique: " + data.matches + " matches"} (${data.kind})\n` +
+        `class ${n.class}\nresource-id ${n.resource_id || "–"}\ntext ${n.text || "–"}\ncontent-desc ${n.content_desc || "–"}\nbounds ${n.bounds.join(",")}` +
+        (n.clickable ? "\nclickable" : "");
+      box.dataset.selector = data.text;
+      box.dataset.unique = data.unique;
+    } else if (status === 200) { box.textContent = "no node here"; } else { box.textContent = data.error || "error"; }
+    inspectBusy = false;
+    if (pending) { const q = pending; pending = null; inspect(q); }
+  }
+  img.addEventListener("mousemove", (ev) => inspect(norm(ev)));
+
+  for (const b of document.querySelectorAll("button[data-key]")) b.onclick = () => act({ type: "key", key: b.dataset.key });
+  for (const b of document.querySelectorAll("button[data-app]")) b.onclick = async () => {
+    const { status, data } = await api("POST", base + "/start", { package: b.dataset.app });
+    say(status === 200 ? "opened " + b.dataset.app : data.error, status !== 200);
+    if (status === 200 && window.rbRecorder) window.rbRecorder.opened(b.dataset.app);
+  };
+  document.getElementById("type-form").onsubmit = (ev) => {
+    ev.preventDefault();
+    const t = document.getElementById("type-text");
+    if (t.value) act({ type: "type", text: t.value });
+    t.value = "";
+  };
+  document.getElementById("release").onclick = async () => {
+    await api("POST", base + "/release", {});
+    document.getElementById("lease").textContent = "not leased";
+  };
+  document.getElementById("capture-form").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const { status, data } = await api("POST", base + "/capture", { label: document.getElementById("capture-label").value });
+    document.getElementById("capture-result").textContent = status === 200 ? "saved " + data.path : data.error;
+  };
+  stream();
+}
+
+// --- labelling ----------------------------------------------------------------------------------
+
+function startLabel() {
+  let current = null, saved = false;
+  const $ = (id) => document.getElementById(id);
+  const store = () => $("label-store").value, who = () => $("labeller").value.trim();
+
+  async function agreement() {
+    const { status, data } = await api("GET", "/api/label/agreement?store=" + encodeURIComponent(store()));
+    if (status !== 200) return;
+    const rows = data.pairs.map((p) => el("tr", {}, el("td", {}, p.a), el("td", {}, p.b), el("td", {}, String(p.n)),
+      el("td", {}, p.kappa === null ? p.note : p.kappa.toFixed(2))));
+    const counts = Object.entries(data.labellers).map(([k, v]) => `${k}: ${v}`).join(" · ");
+    $("agreement").replaceChildren(el("p", {}, counts || "no labels yet"),
+      rows.length ? el("table", { class: "data", id: "kappa" }, el("tr", {}, el("th", {}, "labeller"), el("th", {}, "labeller"), el("th", {}, "both labelled"), el("th", {}, "Cohen's κ")), ...rows) : "");
+  }
+
+  async function next() {
+    if (!who()) { $("labeller").focus(); return; }
+    const { status, data } = await api("GET", `/api/label/next?store=${encodeURIComponent(store())}&labeller=${encodeURIComponent(who())}`);
+    agreement();
+    if (status !== 200) { $("label-done").textContent = data.error; $("label-done").hidden = false; return; }
+    if (data.done) { $("label-item").hidden = true; $("label-done").hidden = false; current = null; return; }
+    current = data; saved = false;
+    $("label-done").hidden = true; $("label-item").hidden = false; $("label-reveal").hidden = true;
+    $("label-meta").textContent = `${data.task} · ${data.model} · ${data.target} · ${data.device}` + (data.planned ? " · from the labelling plan" : "") + ` · ${data.remaining} left`;
+    $("label-instruction").textContent = data.instruction;
+    $("label-rubric").textContent = data.rubric || "(no rubric recorded)";
+    $("label-steps").replaceChildren(...data.steps.map((s) => el("li", {}, s.image ? el("img", { class: "shot", src: s.image, alt: "step " + s.index }) : "", el("code", {}, s.action))));
+    $("label-answer").textContent = (data.answer ? `answer: “${data.answer}”` : "no answer") + (data.typed.length ? ` · typed: ${data.typed.map((t) => "“" + t + "”").join(", ")}` : "");
+    $("label-final").replaceChildren(data.final ? el("img", { class: "shot", src: data.final, alt: "final screen" }) : el("span", { class: "empty" }, "no final screen"));
+    $("label-note").value = "";
+    for (const b of document.querySelectorAll(".label-buttons button")) b.disabled = false;
+  }
+
+  async function give(value) {
+    if (!current || saved) return;
+    const { status, data } = await api("POST", "/api/label", { store: store(), episode: current.episode, labeller: who(), success: value, note: $("label-note").value });
+    if (status !== 200) { $("label-reveal").hidden = false; $("label-reveal").textContent = data.error; return; }
+    saved = true;
+    for (const b of document.querySelectorAll(".label-buttons button")) b.disabled = true;
+    const judges = data.judge.map((j) => `${j.name}: ${j.success === null ? "abstained" : j.success ? "success" : "failure"} — ${j.reason}`);
+    $("label-reveal").hidden = false;
+    $("label-reveal").textContent = "Saved. Judge said: " + (judges.join("; ") || "(no judge verdict)") + ". Press n for the next episode.";
+    agreement();
+  }
+
+  $("label-setup").onsubmit = (ev) => { ev.preventDefault(); next(); };
+  for (const b of document.querySelectorAll(".label-buttons button")) b.onclick = () => give(JSON.parse(b.dataset.value));
+  document.addEventListener("keydown", (ev) => {
+    if (ev.target.tagName === "TEXTAREA" || ev.target.tagName === "INPUT") return;
+    if (ev.key === "s") give(true); else if (ev.key === "f") give(false); else if (ev.key === "u") give(null);
+    else if (ev.key === "n" && saved) next();
+  });
+  if (who()) next(); else agreement();
+}
+
+const page = document.body.dataset.page;
+if (page === "fleet") startFleet();
+if (page === "phone") startPhone();
+if (page === "label") startLabel();
+
+// --- recorder (on the phone page) ---------------------------------------------------------------
+
+function startRecorder() {
+  const root = document.getElementById("recorder");
+  if (!root) return;
+  const serial = document.querySelector(".phone").dataset.serial;
+  const base = "/api/phones/" + encodeURIComponent(serial) + "/recorder";
+  const packs = JSON.parse(root.dataset.packs);
+  const $ = (id) => document.getElementById(id);
+  const phases = ["setup", "golden", "boundary", "check", "answer"];
+
+  function fillTasks() {
+    const p = packs.find((x) => x.path === $("rec-pack").value);
+    $("rec-task").replaceChildren(...(p ? p.tasks : []).map((t) => el("option", { value: t }, t)));
+  }
+  $("rec-pack").onchange = fillTasks;
+  fillTasks();
+
+  function show(data) {
+    const on = !!data.recording;
+    $("rec-body").hidden = !on; $("rec-stop").disabled = !on;
+    if (!on) return;
+    $("rec-steps").tBodies[0].replaceChildren(...data.steps.map((s) => {
+      const sel = el("select", { "data-index": s.index });
+      for (const p of phases) { const o = el("option", { value: p }, p); if (p === s.phase) o.selected = true; sel.append(o); }
+      sel.onchange = () => edit({ op: "mark", index: s.index, phase: sel.value });
+      const del = el("button", { type: "button" }, "delete");
+      del.onclick = () => edit({ op: "delete", index: s.index });
+      const what = s.kind + (s.text ? ` “${s.text}”` : "") + (s.direction ? " " + s.direction : "");
+      return el("tr", {}, el("td", {}, String(s.index)), el("td", {}, what),
+        el("td", { class: s.unique ? "" : "bad" }, s.selector ? JSON.stringify(s.selector) + (s.unique ? "" : " (not unique)") : "–"),
+        el("td", {}, sel), el("td", {}, del));
+    }));
+    $("rec-problems").replaceChildren(...[...data.problems, ...data.notes].map((p) => el("li", {}, p)));
+    $("rec-yaml").textContent = data.yaml;
+  }
+  async function refresh() { const { status, data } = await api("GET", base); if (status === 200) show(data); }
+  async function edit(body) {
+    const { status, data } = await api("POST", base + "/edit", body);
+    if (status === 200) show(data); else $("rec-result").textContent = data.error;
+  }
+  $("rec-start").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const { status, data } = await api("POST", base + "/start", { pack: $("rec-pack").value, task: $("rec-task").value });
+    if (status === 200) show(data); else $("rec-result").textContent = data.error;
+  };
+  $("rec-stop").onclick = async () => { await api("POST", base + "/stop", {}); show({ recording: false }); };
+  for (const r of document.querySelectorAll("input[name=rec-default]")) r.onchange = () => edit({ op: "default", phase: r.value });
+  window.rbPointMode = null;
+  $("rec-check").onclick = () => { window.rbPointMode = "check"; $("rec-result").textContent = "click the control that must be on screen"; };
+  $("rec-answer").onclick = () => { window.rbPointMode = "answer"; $("rec-result").textContent = "click the text the answer is read from"; };
+  $("rec-write").onsubmit = async (ev) => {
+    ev.preventDefault();
+    const dest = document.querySelector("input[name=rec-dest]:checked").value;
+    const body = dest === "new" ? { new_file: $("rec-file").value } : {};
+    const { status, data } = await api("POST", base + "/write", body);
+    $("rec-result").textContent = status === 200 ? "written to " + data.path + (data.backup ? " (backup " + data.backup + ")" : "") : data.error;
+  };
+  window.rbRecorder = {
+    refresh,
+    opened: refresh,
+    point: async (p) => { const phase = window.rbPointMode; window.rbPointMode = null; $("rec-result").textContent = ""; await edit({ op: "point", phase, x: p.x, y: p.y, regex: $("rec-regex").value }); },
+  };
+  refresh();
+}
+if (page === "phone") startRecorder();
