@@ -17,19 +17,23 @@ from realbench.golden import GoldenAgent
 from realbench.observation import Screenshot
 from realbench.taskpack import load_pack
 from tests.rl_support import golden_action_for, write_pack
-from tests.toyclone import toys_registered
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def pack(tmp_path_factory):
-    return str(write_pack(tmp_path_factory.mktemp("packs") / "toy"))
+def packs_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("packs")
 
 
 @pytest.fixture(scope="module")
-def server():
-    with toys_registered(), EnvPool(backend="inline") as pool, RolloutServer(pool) as srv:
+def pack(packs_root):
+    return str(write_pack(packs_root / "toy"))
+
+
+@pytest.fixture(scope="module")
+def server(packs_root):
+    with EnvPool(backend="inline") as pool, RolloutServer(pool, pack_dirs=(packs_root,)) as srv:
         yield srv
 
 

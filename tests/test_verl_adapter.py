@@ -18,7 +18,6 @@ from devices.rl.service import RolloutServer  # noqa: E402
 from devices.rl.verl_adapter import CloneEpisodeRunner, EpisodeSettings, RealbenchAgentLoop  # noqa: E402
 from realbench.errors import ConfigError  # noqa: E402
 from tests.rl_support import write_pack  # noqa: E402
-from tests.toyclone import toys_registered  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
@@ -51,8 +50,9 @@ class ScriptedServerManager:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    pack = str(write_pack(tmp_path_factory.mktemp("packs") / "toy"))
-    with toys_registered(), EnvPool(backend="inline") as pool, RolloutServer(pool) as srv:
+    root = tmp_path_factory.mktemp("packs")
+    pack = str(write_pack(root / "toy"))
+    with EnvPool(backend="inline") as pool, RolloutServer(pool, pack_dirs=(root,)) as srv:
         yield srv, pack
 
 
