@@ -72,7 +72,10 @@ class Drift(BaseModel):
 
 # --- named profiles ----------------------------------------------------------------------------
 
-DRIFT_PROFILES: tuple[str, ...] = ("none", "mild", "heavy", "relabel")
+DRIFT_PROFILES: tuple[str, ...] = ("none", "mild", "heavy", "relabel", "layout", "ads")
+# One kind of drift each (relabel, layout, ads): what fidelity measurement must tell apart.
+LAYOUT_SHIFT_PX = 48
+ADS_COUNTDOWN_S = 30
 
 
 def _clone_relabels(clone: Clone | None) -> dict[str, str]:
@@ -96,6 +99,11 @@ def drift_profile(name: str, *, seed: int = 0, clone: Clone | None = None) -> Dr
         return Drift(name=name, seed=seed)
     if name == "relabel":
         return Drift(name=name, seed=seed, relabel=relabels)
+    if name == "layout":
+        return Drift(name=name, seed=seed, layout_shift_px=LAYOUT_SHIFT_PX)
+    if name == "ads":
+        # a long countdown, so the ad is still up when a screen is captured or observed
+        return Drift(name=name, seed=seed, launch_ad=True, ad_countdown_s=ADS_COUNTDOWN_S)
     if name == "mild":
         return Drift(
             name=name,
