@@ -204,6 +204,33 @@ class BankSetupData(BaseModel):
 
 class Bank(Clone):
     name: ClassVar[str] = "bank"
+    # What each verifier's tasks may change (money flows include settling past the boundary on the
+    # clone); anything else is an unanticipated side effect.
+    expected_changes: ClassVar[dict[str, tuple[str, ...]] | None] = {
+        "transfer": ("/user/transfers/**", "/user/payees/**", "/user/accounts/**", "/user/txns/**"),
+        "repay": ("/user/repayments/**", "/user/credit/**", "/user/accounts/**", "/user/txns/**"),
+        "installment": ("/user/installments/**", "/user/credit/**", "/user/txns/**"),
+        "bill": ("/user/bill_payments/**", "/user/accounts/**", "/user/txns/**"),
+        "topup": ("/user/topups/**", "/user/accounts/**", "/user/txns/**"),
+        "deposit": ("/user/deposit_orders/**", "/user/accounts/**", "/user/txns/**"),
+        "fund": ("/user/fund_orders/**", "/user/holdings/**", "/user/accounts/**", "/user/txns/**"),
+        "limit": (
+            "/user/limit_changes/**",
+            "/user/settings/single_limit_fen",
+            "/user/settings/daily_limit_fen",
+        ),
+        "payee_added": ("/user/payees/**",),
+        "payee_deleted": ("/user/payees/**",),
+        "payee_alias": ("/user/payees/*/alias",),
+        "scheduled_cancelled": ("/user/transfers/*/status",),
+        "risk_test": ("/user/risk/**",),
+        "appointment": ("/user/appointments/**",),
+        "notify": ("/user/settings/notify/**",),
+        "hide_balance": ("/user/settings/hide_balance",),
+        "login": ("/user/logged_in",),
+        "default_account": ("/user/accounts/*/default",),
+        "messages_read": ("/user/messages/*/read",),
+    }
     package: ClassVar[str] = "com.chinamworld.main"
     title: ClassVar[str] = "手机银行"
     home_route: ClassVar[str] = "home"
