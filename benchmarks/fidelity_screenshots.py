@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # benchmarks/analysis.py would shadow the `analysis` package: drop this folder from the import path
@@ -73,6 +75,11 @@ def main(out_dir: Path) -> None:
         capture_all(caps)
         with CloneScreenRenderer(pack) as renderer:
             result, pairs = measure(load_captures(caps), renderer, pack=pack.app, clone=pack.clone)
+            per_screen = []
+            for _ in range(3):  # warm: render and score each capture again, timed
+                t0 = time.perf_counter()
+                measure(load_captures(caps), renderer, pack=pack.app, clone=pack.clone)
+                per_screen.append((time.perf_counter() - t0) / len(result.screens))
         report = write_report(Path(tmp) / "report.html", result, pairs)
         for s in result.screens:
             print(
@@ -86,6 +93,16 @@ def main(out_dir: Path) -> None:
             page.screenshot(path=str(out_dir / "report.png"), full_page=False)
             page.locator("#s2").screenshot(path=str(out_dir / "relabel-pair.png"))
             browser.close()
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if "model name" in ln
+        ),
+        "?",
+    )
+    print(f"render + score per 1080x2400 screen: median {statistics.median(per_screen):.2f} s")
+    print(f"machine: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
     print(f"screenshots in {out_dir}")
 
 
