@@ -281,3 +281,25 @@ def test_a_label_whose_route_the_clone_lacks_is_refused(captured: Path, tmp_path
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.returncode != 0 and "nowhere" in out.stderr + out.stdout
+
+
+def test_a_task_label_renders_the_state_its_golden_steps_reach() -> None:
+    from clones.base import get_clone
+    from devices.clone_render import emulation_for, label_state
+    from realbench.taskpack import load_pack
+
+    pack = load_pack(ROOT / "taskpacks" / "train_ticketing")
+    clone = get_clone("train_ticketing")
+    label = ScreenLabel.parse("train_ticketing/train_list?task=book-named-train-first-class&steps=3")
+    state = label_state(clone, pack, label)
+    assert state["ui"]["route"] == "train_list" and state["ui"]["search"]["from"] == "北京"
+    with pytest.raises(ConfigError, match="order_form"):
+        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=6"))
+    with pytest.raises(ConfigError, match="has no route"):
+        label_state(clone, pack, ScreenLabel.parse("nowhere"))
+    assert label_state(clone, pack, ScreenLabel.parse("orders_upcoming?scenario=with_orders"))["user"][
+        "orders"
+    ]
+    # the page is exactly the capture's pixel size
+    for width, height in ((1080, 2400), (1080, 2340), (720, 1600), (1440, 3200)):
+        assert emulation_for(width, height).pixel_size == (width, height)
