@@ -74,7 +74,8 @@ def main(out_dir: Path) -> None:
         caps.mkdir()
         capture_all(caps)
         with CloneScreenRenderer(pack) as renderer:
-            result, pairs = measure(load_captures(caps), renderer, pack=pack.app, clone=pack.clone)
+            measured = measure(load_captures(caps), renderer, pack=pack.app, clone=pack.clone)
+            result, pairs = measured.result, measured.pairs
             per_screen = []
             for _ in range(3):  # warm: render and score each capture again, timed
                 t0 = time.perf_counter()

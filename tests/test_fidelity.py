@@ -178,9 +178,9 @@ def scores(captured: Path) -> dict[str, dict[str, dict[str, object]]]:
     out: dict[str, dict[str, dict[str, object]]] = {}
     with CloneScreenRenderer(pack) as renderer:
         for drift in DRIFTS:
-            result, _pairs = measure(
+            result = measure(
                 load_captures(captured / drift), renderer, pack=pack.app, clone=pack.clone
-            )
+            ).result
             out[drift] = {s.label: s.model_dump() for s in result.screens}
     return out
 
@@ -256,6 +256,20 @@ def test_fidelity_command_writes_json_and_a_report_naming_relabels(captured: Pat
     assert data["score"] == screen["score"] and screen["label"] == HOME
     page = report.read_text(encoding="utf-8")
     assert "搜索车票 → 查询车票" in page and page.count("data:image/jpeg") == 2
+
+
+@on_phones
+def test_unlabelled_captures_are_skipped(captured: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "caps"
+    shutil.copytree(captured / "none", folder)
+    first = sorted(folder.iterdir())[0]
+    meta = json.loads((first / "capture.json").read_text())
+    (first / "capture.json").write_text(json.dumps({**meta, "label": None}))
+    assert [c.name for c in load_captures(folder)] == [p.name for p in sorted(folder.iterdir())[1:]]
+    for rest in sorted(folder.iterdir())[1:]:
+        shutil.rmtree(rest)
+    with pytest.raises(ConfigError, match="no labelled captures"):
+        load_captures(folder)
 
 
 @on_phones

@@ -16,12 +16,15 @@ The clone prefix may be left out when the pack says which clone it is.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from realbench.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 CAPTURE_FILE = "capture.json"
 _QUERY_KEYS = ("task", "steps", "seed", "scenario")
@@ -125,12 +128,28 @@ def load_capture(folder: Path) -> Capture:
 
 
 def load_captures(root: Path) -> list[Capture]:
-    """Every capture under `root` (the folder itself when it is one), in name order."""
+    """Every labelled capture under `root` (the folder itself when it is one), in name order;
+    captures without a label are skipped with a warning."""
     if (root / CAPTURE_FILE).is_file():
         return [load_capture(root)]
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder of captures")
     folders = sorted(p.parent for p in root.glob(f"*/{CAPTURE_FILE}") if not p.parent.name.startswith("."))
-    if not folders:
-        raise ConfigError(f"no captures under {root}", hint="take some with `realbench capture --label ...`")
-    return [load_capture(f) for f in folders]
+    captures = []
+    for folder in folders:
+        if not _label_of(folder):
+            log.warning("%s has no label: not scored", folder.name)
+            continue
+        captures.append(load_capture(folder))
+    if not captures:
+        raise ConfigError(
+            f"no labelled captures under {root}", hint="take some with `realbench capture --label ...`"
+        )
+    return captures
+
+
+def _label_of(folder: Path) -> str:
+    try:
+        return str(json.loads((folder / CAPTURE_FILE).read_text(encoding="utf-8")).get("label") or "")
+    except (OSError, ValueError):
+        return "?"  # unreadable: load_capture says why

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.fidelity.captures import Capture, load_captures
@@ -19,6 +20,14 @@ from realbench.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """The scores, and each pair's images for the report."""
+
+    result: FidelityResult
+    pairs: list[ScreenPair]
+
+
 def measure(
     captures: list[Capture],
     renderer: ScreenRenderer,
@@ -26,7 +35,7 @@ def measure(
     pack: str,
     clone: str,
     weights: Weights = WEIGHTS,
-) -> tuple[FidelityResult, list[ScreenPair]]:
+) -> Measured:
     pairs: list[ScreenPair] = []
     for cap in captures:
         if cap.label.clone is not None and cap.label.clone != clone:
@@ -36,7 +45,7 @@ def measure(
             )
         height, width = decode_image(cap.screenshot).shape[:2]
         rendered = renderer.render(cap.label, width, height)
-        score, _texts, _elements = score_pair(cap, rendered, weights)
+        score = score_pair(cap, rendered, weights)
         log.info("%s: %.3f", score.label, score.score)
         pairs.append(ScreenPair(score, cap.screenshot, rendered.screenshot))
     screens = [p.score for p in pairs]
@@ -49,16 +58,16 @@ def measure(
         apps=app_scores(screens, clone),
         score=overall,
     )
-    return result, pairs
+    return Measured(result, pairs)
 
 
 def fidelity_run(
     captures_dir: Path, renderer: ScreenRenderer, *, pack: str, clone: str, out: Path | None
 ) -> FidelityResult:
-    result, pairs = measure(load_captures(captures_dir), renderer, pack=pack, clone=clone)
+    measured = measure(load_captures(captures_dir), renderer, pack=pack, clone=clone)
     if out is not None:
-        write_report(out, result, pairs)
-    return result
+        write_report(out, measured.result, measured.pairs)
+    return measured.result
 
 
 def result_json(result: FidelityResult) -> str:

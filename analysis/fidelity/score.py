@@ -17,8 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from analysis.fidelity.captures import Capture, ScreenLabel
 from analysis.fidelity.metrics import (
     Element,
-    ElementMatch,
-    TextMatch,
     colour_layout_distance,
     decode_image,
     interactive_elements,
@@ -121,9 +119,7 @@ def _note(e: Element) -> ElementNote:
     return ElementNote(role=str(e.role), label=e.label, bounds=[b.left, b.top, b.right, b.bottom])
 
 
-def score_pair(
-    capture: Capture, clone: RenderedScreen, weights: Weights = WEIGHTS
-) -> tuple[ScreenScore, TextMatch, ElementMatch]:
+def score_pair(capture: Capture, clone: RenderedScreen, weights: Weights = WEIGHTS) -> ScreenScore:
     real_img = decode_image(capture.screenshot)
     clone_img = decode_image(clone.screenshot)
     height, width = real_img.shape[:2]
@@ -155,7 +151,7 @@ def score_pair(
         extra_elements=[_note(e) for e in elements.extra],
         matched_elements=[_note(p.clone) for p in elements.pairs],
     )
-    return result, texts, elements
+    return result
 
 
 def app_scores(screens: Sequence[ScreenScore], default_app: str) -> list[AppScore]:
