@@ -81,6 +81,18 @@ def test_text_recall_precision_and_relabels_by_place() -> None:
     assert [(r.real, r.clone) for r in m.relabels] == [("搜索车票", "查询车票")]
 
 
+def test_only_the_apps_own_nodes_count_on_a_capture() -> None:
+    tree = Hierarchy(
+        f'<hierarchy rotation="0"><node bounds="[0,0][{W},{H}]" package="com.MobileTicket">'
+        '<node text="09:41" package="com.android.systemui" bounds="[0,0][200,80]" />'
+        '<node text="查询车票" package="com.MobileTicket" clickable="true" bounds="[100,500][500,600]" />'
+        "</node></hierarchy>"
+    )
+    assert [t.text for t in visible_texts(tree, W, H, "com.MobileTicket")] == ["查询车票"]
+    assert [t.text for t in visible_texts(tree, W, H)] == ["09:41", "查询车票"]
+    assert [e.label for e in interactive_elements(tree, W, H, "com.MobileTicket")] == ["查询车票"]
+
+
 def test_elements_match_by_label_and_role_with_bounds_iou() -> None:
     real = _tree(
         ("查询车票", "[100,500][500,600]", True, "android.widget.Button"),

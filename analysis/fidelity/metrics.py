@@ -70,11 +70,17 @@ class ScreenText:
     bounds: Bounds
 
 
-def visible_texts(tree: Hierarchy, width: int, height: int) -> list[ScreenText]:
-    """Every text and content description a person sees on the screen (normalised, non-empty)."""
+def of_app(node: Node, package: str | None) -> bool:
+    """True unless the node belongs to another package (the system status bar, a launcher)."""
+    return not package or not node.package or node.package == package
+
+
+def visible_texts(tree: Hierarchy, width: int, height: int, package: str | None = None) -> list[ScreenText]:
+    """Every text and content description a person sees on the screen (normalised, non-empty),
+    of the app's own package when `package` is given."""
     out: list[ScreenText] = []
     for node in tree.nodes:
-        if not on_screen(node, width, height):
+        if not on_screen(node, width, height) or not of_app(node, package):
             continue
         for raw in (node.text, node.content_desc):
             text = normalise(raw)
@@ -167,11 +173,15 @@ class Element:
     bounds: Bounds
 
 
-def interactive_elements(tree: Hierarchy, width: int, height: int) -> list[Element]:
+def interactive_elements(
+    tree: Hierarchy, width: int, height: int, package: str | None = None
+) -> list[Element]:
     out: list[Element] = []
     for node in tree.nodes:
         editable = node.class_name.endswith("EditText")
         if not (node.clickable or node.long_clickable or editable) or not on_screen(node, width, height):
+            continue
+        if not of_app(node, package):
             continue
         label = normalise(node.all_text()) or normalise(node.resource_id.rpartition("/")[2])
         out.append(Element(Role.EDIT if editable else Role.CONTROL, label, node.bounds))

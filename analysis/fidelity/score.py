@@ -124,9 +124,13 @@ def score_pair(capture: Capture, clone: RenderedScreen, weights: Weights = WEIGH
     clone_img = decode_image(clone.screenshot)
     height, width = real_img.shape[:2]
     real_tree, clone_tree = Hierarchy(capture.hierarchy), Hierarchy(clone.hierarchy)
-    texts = match_texts(visible_texts(real_tree, width, height), visible_texts(clone_tree, width, height))
+    # on the capture only the app's own nodes count: the system status bar is no part of the clone
+    app = capture.package
+    texts = match_texts(
+        visible_texts(real_tree, width, height, app), visible_texts(clone_tree, width, height)
+    )
     elements = match_elements(
-        interactive_elements(real_tree, width, height), interactive_elements(clone_tree, width, height)
+        interactive_elements(real_tree, width, height, app), interactive_elements(clone_tree, width, height)
     )
     s = ssim(real_img, clone_img)
     colour = colour_layout_distance(real_img, clone_img)
