@@ -200,6 +200,9 @@ class BankSetupData(BaseModel):
 
     data_seed: int | None = None  # the drifted-data seed (set by the clone server for drift profiles)
     logged_in: StrictBool | None = None
+    # False: inter-bank transfers are free, as the real app's are believed to be (unverified); the
+    # default keeps the clone's invented 0.02 % real-time fee, which existing tasks were written with
+    interbank_fee: StrictBool | None = None
 
 
 class Bank(Clone):
@@ -270,6 +273,8 @@ class Bank(Clone):
         user["logged_in"] = bool(logged_in)
         route = setup.route or ("home" if logged_in else "login")
         state = new_state(world, user, route, setup.clock)
+        if setup.data.get("interbank_fee") is False:
+            state["world"]["interbank_fee_free"] = True
         if setup.patch:
             deep_merge(state, copy.deepcopy(setup.patch))
         if route != "home" and route != "login":
@@ -393,7 +398,12 @@ class Bank(Clone):
         }
         acc = q.account(state, tf["from_acc"])
         s = state["user"]["settings"]
-        return {"tf": tf, "acc": acc, "left_today": max(0, s["daily_limit_fen"] - q.out_today_fen(state))}
+        return {
+            "tf": tf,
+            "acc": acc,
+            "left_today": max(0, s["daily_limit_fen"] - q.out_today_fen(state)),
+            "fee_free": bool(state["world"].get("interbank_fee_free")),
+        }
 
     def _view_bank_picker(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
         query = state["ui"].get("bank_query") or ""
