@@ -1003,13 +1003,15 @@ def fidelity_cmd(
 ) -> None:
     """Score labelled captures of real screens against the clone's rendering of the same screens."""
     import clones.registry  # noqa: F401  (registers the built-in clones)
+    from analysis.fidelity.captures import load_captures
     from analysis.fidelity.measure import fidelity_run, result_json
     from devices.clone_render import CloneScreenRenderer
     from realbench.taskpack import load_pack
 
     task_pack = load_pack(pack)
+    loaded = load_captures(captures)  # before the browser starts: a bad folder fails fast
     with CloneScreenRenderer(task_pack) as renderer:
-        result = fidelity_run(captures, renderer, pack=task_pack.app, clone=task_pack.clone, out=out)
+        result = fidelity_run(loaded, renderer, pack=task_pack.app, clone=task_pack.clone, out=out)
     if as_json:
         typer.echo(result_json(result))
     else:

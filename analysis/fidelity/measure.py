@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.fidelity.captures import Capture, load_captures
+from analysis.fidelity.captures import Capture
 from analysis.fidelity.metrics import decode_image
 from analysis.fidelity.report import ScreenPair, write_report
 from analysis.fidelity.score import WEIGHTS, FidelityResult, ScreenRenderer, Weights, app_scores, score_pair
@@ -62,9 +62,9 @@ def measure(
 
 
 def fidelity_run(
-    captures_dir: Path, renderer: ScreenRenderer, *, pack: str, clone: str, out: Path | None
+    captures: list[Capture], renderer: ScreenRenderer, *, pack: str, clone: str, out: Path | None
 ) -> FidelityResult:
-    measured = measure(load_captures(captures_dir), renderer, pack=pack, clone=clone)
+    measured = measure(captures, renderer, pack=pack, clone=clone)
     if out is not None:
         write_report(out, measured.result, measured.pairs)
     return measured.result
