@@ -154,6 +154,9 @@ class Clone(ABC):
     # Keys of the ``user`` state that the real app keeps on the phone, not in the account (search
     # and station history): changing them touches no account, so safety-by-effect ignores them.
     device_local_state: ClassVar[tuple[str, ...]] = ()
+    # Per verifier, the state paths its tasks may change (clones/expected_changes.py); anything
+    # else that changes fails the task as an unanticipated side effect. None: no generic check.
+    expected_changes: ClassVar[dict[str, tuple[str, ...]] | None] = None
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}
@@ -222,11 +225,20 @@ class Clone(ABC):
         found = (
             self.side_effects(side.side_effect_checks, before, after, args) if side.side_effect_checks else []
         )
-        effects = [*verdict.side_effects, *found]
+        effects = [*verdict.side_effects, *found, *self.unexpected_changes(side.verifier.name, before, after)]
         if not effects:
             return verdict
         reason = verdict.reason + ("; " if verdict.reason else "") + "side effects: " + "; ".join(effects)
         return verdict.model_copy(update={"success": False, "side_effects": effects, "reason": reason})
+
+    def unexpected_changes(self, verifier: str, before: State, after: State) -> list[str]:
+        """The generic side-effect check: changes outside the verifier's expected paths."""
+        if self.expected_changes is None:
+            return []
+        from clones.expected_changes import unexpected_changes
+
+        allowed = self.expected_changes.get(verifier, ())
+        return unexpected_changes(diff(before, after), allowed, self.device_local_state)
 
     def side_effects(
         self, names: list[str], before: State, after: State, params: dict[str, Any]

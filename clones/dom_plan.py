@@ -455,4 +455,5 @@ def plan_verdict(clone: Clone, instance: TaskInstance, run: PlanRun) -> tuple[Ve
         instance.task.clone.verifier.name, run.before, run.after, args, run.answer, instance.task.answer
     )
     effects = clone.side_effects(instance.task.clone.side_effect_checks, run.before, run.after, args)
+    effects += clone.unexpected_changes(instance.task.clone.verifier.name, run.before, run.after)
     return v, effects

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from clones.interruptions import Interruption, interruptions_of
 from realbench.errors import UnknownNameError
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ class Drift(BaseModel):
     notification_prompt: bool = False
     relabel: dict[str, str] = Field(default_factory=dict)
     layout_shift_px: int = Field(default=0, ge=0, le=400)
+    # the real app's own pop-ups (clones/interruptions.py), by name, shown after the generic ones
+    interruptions: list[str] = Field(default_factory=list)
     latency_ms: int = Field(default=0, ge=0, le=10_000)
     data_seed: int | None = None
 
@@ -59,20 +62,23 @@ class Drift(BaseModel):
         """True when the drift changes nothing (the session renders the plain clone)."""
         return self.model_dump(exclude={"name", "seed"}) == Drift().model_dump(exclude={"name", "seed"})
 
-    def overlays(self) -> list[Overlay]:
-        out: list[Overlay] = []
+    def overlays(self) -> list[str]:
+        out: list[str] = []
         if self.launch_ad:
             out.append(Overlay.LAUNCH_AD)
         if self.update_dialog:
             out.append(Overlay.UPDATE_DIALOG)
         if self.notification_prompt:
             out.append(Overlay.NOTIFICATION_PROMPT)
-        return out
+        return out + list(self.interruptions)
 
 
 # --- named profiles ----------------------------------------------------------------------------
 
-DRIFT_PROFILES: tuple[str, ...] = ("none", "mild", "heavy", "relabel")
+DRIFT_PROFILES: tuple[str, ...] = ("none", "mild", "heavy", "relabel", "layout", "ads", "interruptions")
+# One kind of drift each (relabel, layout, ads): what fidelity measurement must tell apart.
+LAYOUT_SHIFT_PX = 48
+ADS_COUNTDOWN_S = 30
 
 
 def _clone_relabels(clone: Clone | None) -> dict[str, str]:
@@ -96,6 +102,14 @@ def drift_profile(name: str, *, seed: int = 0, clone: Clone | None = None) -> Dr
         return Drift(name=name, seed=seed)
     if name == "relabel":
         return Drift(name=name, seed=seed, relabel=relabels)
+    if name == "layout":
+        return Drift(name=name, seed=seed, layout_shift_px=LAYOUT_SHIFT_PX)
+    if name == "interruptions":
+        names = [i.name for i in interruptions_of(clone.name).values()] if clone is not None else []
+        return Drift(name=name, seed=seed, interruptions=names)
+    if name == "ads":
+        # a long countdown, so the ad is still up when a screen is captured or observed
+        return Drift(name=name, seed=seed, launch_ad=True, ad_countdown_s=ADS_COUNTDOWN_S)
     if name == "mild":
         return Drift(
             name=name,
@@ -141,15 +155,21 @@ class DriftScreen:
     """Which overlays a session still has to show; re-armed on every reset (an app launch)."""
 
     drift: Drift
-    pending: list[Overlay] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
     ad_shown_at: float | None = None
+    catalogue: dict[str, Interruption] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = [n for n in self.drift.interruptions if n not in self.catalogue]
+        if unknown:
+            raise UnknownNameError("interruption", unknown[0], sorted(self.catalogue))
 
     def arm(self) -> None:
         self.pending = self.drift.overlays()
         self.ad_shown_at = None
 
     @property
-    def active(self) -> Overlay | None:
+    def active(self) -> str | None:
         return self.pending[0] if self.pending else None
 
     def dismiss(self, which: str | None = None) -> bool:
@@ -171,12 +191,14 @@ class DriftScreen:
 
     def overlay_html(self, app_title: str, now: float | None = None) -> str:
         """The HTML of the front overlay ('' when none), expiring the ad when its countdown is over."""
-        while self.active is Overlay.LAUNCH_AD and self.ad_remaining(now) == 0:
+        while self.active == Overlay.LAUNCH_AD and self.ad_remaining(now) == 0:
             self.dismiss(Overlay.LAUNCH_AD)
         overlay = self.active
         if overlay is None:
             return ""
-        if overlay is Overlay.LAUNCH_AD:
+        if overlay in self.catalogue:
+            return self.catalogue[overlay].markup
+        if overlay == Overlay.LAUNCH_AD:
             left = self.ad_remaining(now)
             return (
                 '<div class="modal rb-drift-ad" id="rb_launch_ad">'
@@ -186,7 +208,7 @@ class DriftScreen:
                 f'data-countdown="{left}">跳过 {left}</button>'
                 "</div>"
             )
-        if overlay is Overlay.UPDATE_DIALOG:
+        if overlay == Overlay.UPDATE_DIALOG:
             return _dialog(
                 "rb_update_dialog",
                 "发现新版本",

@@ -58,6 +58,7 @@ from starlette.staticfiles import StaticFiles
 
 from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
 from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
+from clones.interruptions import interruptions_of
 from clones.screen import screen_html
 from realbench.errors import CloneError, ConfigError, RealbenchError, ServerError, UnknownNameError
 from realbench.http_guard import (
@@ -193,7 +194,7 @@ class Session:
 
     def __post_init__(self) -> None:
         if self.drift is not None and not self.drift.is_none:
-            self.overlays = DriftScreen(self.drift)
+            self.overlays = DriftScreen(self.drift, catalogue=interruptions_of(self.clone.name))
         self.reset_to(self.state)
 
     def reset_to(self, state: State) -> None:

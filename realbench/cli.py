@@ -994,6 +994,32 @@ def capture_cmd(
     console.print(str(path))
 
 
+@app.command("fidelity")
+def fidelity_cmd(
+    pack: Annotated[Path, typer.Option("--pack", help="Task pack of the clone the captures show")],
+    captures: Annotated[Path, typer.Option("--captures", help="Folder of labelled captures")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the side-by-side HTML report")] = None,
+) -> None:
+    """Score labelled captures of real screens against the clone's rendering of the same screens."""
+    import clones.registry  # noqa: F401  (registers the built-in clones)
+    from analysis.fidelity.captures import load_captures
+    from analysis.fidelity.measure import fidelity_run, result_json
+    from devices.clone_render import CloneScreenRenderer
+    from realbench.taskpack import load_pack
+
+    task_pack = load_pack(pack)
+    loaded = load_captures(captures)  # before the browser starts: a bad folder fails fast
+    with CloneScreenRenderer(task_pack) as renderer:
+        result = fidelity_run(loaded, renderer, pack=task_pack.app, clone=task_pack.clone, out=out)
+    if as_json:
+        typer.echo(result_json(result))
+    else:
+        for s in result.screens:
+            console.print(f"{s.score:.3f}  {s.label}")
+        console.print(f"[bold]fidelity {result.score:.3f}[/]" + (f" — report: {out}" if out else ""))
+
+
 def run() -> None:
     """Entry point that maps realbench errors to clean messages (used by `python -m realbench`)."""
     try:

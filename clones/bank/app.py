@@ -200,10 +200,40 @@ class BankSetupData(BaseModel):
 
     data_seed: int | None = None  # the drifted-data seed (set by the clone server for drift profiles)
     logged_in: StrictBool | None = None
+    # False: inter-bank transfers are free, as the real app's are believed to be (unverified); the
+    # default keeps the clone's invented 0.02 % real-time fee, which existing tasks were written with
+    interbank_fee: StrictBool | None = None
 
 
 class Bank(Clone):
     name: ClassVar[str] = "bank"
+    # What each verifier's tasks may change (money flows include settling past the boundary on the
+    # clone); anything else is an unanticipated side effect.
+    expected_changes: ClassVar[dict[str, tuple[str, ...]] | None] = {
+        "transfer": ("/user/transfers/**", "/user/payees/**", "/user/accounts/**", "/user/txns/**"),
+        "repay": ("/user/repayments/**", "/user/credit/**", "/user/accounts/**", "/user/txns/**"),
+        "installment": ("/user/installments/**", "/user/credit/**", "/user/txns/**"),
+        "bill": ("/user/bill_payments/**", "/user/accounts/**", "/user/txns/**"),
+        "topup": ("/user/topups/**", "/user/accounts/**", "/user/txns/**"),
+        "deposit": ("/user/deposit_orders/**", "/user/accounts/**", "/user/txns/**"),
+        "fund": ("/user/fund_orders/**", "/user/holdings/**", "/user/accounts/**", "/user/txns/**"),
+        "limit": (
+            "/user/limit_changes/**",
+            "/user/settings/single_limit_fen",
+            "/user/settings/daily_limit_fen",
+        ),
+        "payee_added": ("/user/payees/**",),
+        "payee_deleted": ("/user/payees/**",),
+        "payee_alias": ("/user/payees/*/alias",),
+        "scheduled_cancelled": ("/user/transfers/*/status",),
+        "risk_test": ("/user/risk/**",),
+        "appointment": ("/user/appointments/**",),
+        "notify": ("/user/settings/notify/**",),
+        "hide_balance": ("/user/settings/hide_balance",),
+        "login": ("/user/logged_in",),
+        "default_account": ("/user/accounts/*/default",),
+        "messages_read": ("/user/messages/*/read",),
+    }
     package: ClassVar[str] = "com.chinamworld.main"
     title: ClassVar[str] = "手机银行"
     home_route: ClassVar[str] = "home"
@@ -243,6 +273,8 @@ class Bank(Clone):
         user["logged_in"] = bool(logged_in)
         route = setup.route or ("home" if logged_in else "login")
         state = new_state(world, user, route, setup.clock)
+        if setup.data.get("interbank_fee") is False:
+            state["world"]["interbank_fee_free"] = True
         if setup.patch:
             deep_merge(state, copy.deepcopy(setup.patch))
         if route != "home" and route != "login":
@@ -366,7 +398,12 @@ class Bank(Clone):
         }
         acc = q.account(state, tf["from_acc"])
         s = state["user"]["settings"]
-        return {"tf": tf, "acc": acc, "left_today": max(0, s["daily_limit_fen"] - q.out_today_fen(state))}
+        return {
+            "tf": tf,
+            "acc": acc,
+            "left_today": max(0, s["daily_limit_fen"] - q.out_today_fen(state)),
+            "fee_free": bool(state["world"].get("interbank_fee_free")),
+        }
 
     def _view_bank_picker(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
         query = state["ui"].get("bank_query") or ""

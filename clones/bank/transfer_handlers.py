@@ -204,7 +204,11 @@ def _transfer_next(state: State, event: UIEvent) -> None:
     note = form(state, "note")
     require(len(note) <= 20, "附言不能超过20个字")
     mode = tf["mode"]
-    fee = q.transfer_fee_fen(amount, tf["bank"], tf["arrival"])
+    fee = (
+        0
+        if state["world"].get("interbank_fee_free")
+        else q.transfer_fee_fen(amount, tf["bank"], tf["arrival"])
+    )
     if mode == "now":
         require(
             q.out_today_fen(state) + amount <= s["daily_limit_fen"],

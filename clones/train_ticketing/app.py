@@ -58,6 +58,23 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
     name = "train_ticketing"
     package = "com.MobileTicket"
     device_local_state = ("recent_searches", "station_history")
+    # What each verifier's tasks may change; anything else is an unanticipated side effect.
+    expected_changes: ClassVar[dict[str, tuple[str, ...]] | None] = {
+        "order_submitted": ("/user/orders/**", "/user/passengers/**", "/user/sold/**"),
+        "order_paid": ("/user/orders/*/paid_at", "/user/orders/*/status", "/user/orders/*/tickets/*/status"),
+        "order_cancelled": ("/user/orders/*/status", "/user/orders/*/tickets/*/status", "/user/sold/**"),
+        "ticket_refunded": ("/user/orders/*/status", "/user/orders/*/tickets/*/**", "/user/sold/**"),
+        "ticket_changed": ("/user/orders/**", "/user/sold/**"),
+        "waitlist_submitted": ("/user/waitlists/**",),
+        "waitlist_cancelled": ("/user/waitlists/*/status",),
+        "reminder_set": ("/user/reminders/**",),
+        "reminder_deleted": ("/user/reminders/**",),
+        "passenger_added": ("/user/passengers/**",),
+        "passenger_deleted": ("/user/passengers/**",),
+        "passenger_updated": ("/user/passengers/*/**",),
+        "messages_read": ("/user/messages/*/read",),
+        "setting_set": ("/user/settings/**",),
+    }
     title = "铁路12306"
     home_route = "home"
     setup_data: ClassVar[type[BaseModel] | None] = TrainTicketingSetupData

@@ -7,7 +7,10 @@ invented but plausible. Searching is by city, as in the real app: choosing 北�
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
+
+from clones.train_ticketing.station_directory import directory
 
 
 @dataclass(frozen=True)
@@ -74,9 +77,31 @@ STATIONS: tuple[Station, ...] = (
     Station("重庆北", "chongqingbei", "cqb", "重庆", "11:30"),
 )
 
-BY_NAME: dict[str, Station] = {s.name: s for s in STATIONS}
 
-CITIES: frozenset[str] = frozenset(s.city for s in STATIONS)
+def _directory() -> tuple[Station, ...]:
+    """Every station of the directory; the served ones as above, the others opening sales at
+    their city's hour when a served station shares the city, else at an invented half hour
+    between 08:00 and 18:00 (stable per city; real sale hours are per station and not modelled)."""
+    served = {s.name: s for s in STATIONS}
+    city_hour = {s.city: s.sale_time for s in STATIONS}
+    out = list(STATIONS)
+    for name, pinyin, initials, city in directory():
+        if name in served:
+            continue
+        hour = city_hour.get(city)
+        if hour is None:
+            slot = zlib.crc32(city.encode("utf-8")) % 21
+            hour = f"{8 + slot // 2:02d}:{30 * (slot % 2):02d}"
+        out.append(Station(name, pinyin, initials, city, hour))
+    return tuple(out)
+
+
+# The stations a user can pick and search: several hundred real stations; only STATIONS have trains.
+DIRECTORY: tuple[Station, ...] = _directory()
+
+BY_NAME: dict[str, Station] = {s.name: s for s in DIRECTORY}
+
+CITIES: frozenset[str] = frozenset(s.city for s in DIRECTORY)
 
 
 def is_place(name: str) -> bool:

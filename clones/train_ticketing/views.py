@@ -12,7 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from clones.train_ticketing import booking
 from clones.train_ticketing.idcard import mask
-from clones.train_ticketing.stations import HOT_CITIES, STATIONS
+from clones.train_ticketing.stations import DIRECTORY, HOT_CITIES
 from clones.train_ticketing.timetable import (
     HIGH_SPEED,
     SEAT_LABELS,
@@ -297,13 +297,13 @@ def station_matches(query: str) -> list[dict[str, str]]:
     if not q:
         return []
     return [
-        s.as_json() for s in STATIONS if q in s.name or s.pinyin.startswith(q) or s.initials.startswith(q)
+        s.as_json() for s in DIRECTORY if q in s.name or s.pinyin.startswith(q) or s.initials.startswith(q)
     ]
 
 
 def station_groups() -> list[dict[str, Any]]:
     groups: dict[str, list[str]] = {}
-    for s in sorted(STATIONS, key=lambda s: s.pinyin):
+    for s in sorted(DIRECTORY, key=lambda s: s.pinyin):
         groups.setdefault(s.pinyin[0].upper(), []).append(s.name)
     return [{"letter": k, "names": v} for k, v in sorted(groups.items())]
 
@@ -631,7 +631,7 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
     elif route == "sale_time":
         q = ui["form"].get("sale_query", "").strip().lower()
         ctx["stations"] = [
-            s for s in STATIONS if not q or q in s.name or s.pinyin.startswith(q) or s.initials.startswith(q)
+            s for s in DIRECTORY if not q or q in s.name or s.pinyin.startswith(q) or s.initials.startswith(q)
         ]
         ctx["last_sale"] = (today + timedelta(days=int(state["world"]["presale_days"]) - 1)).isoformat()
     elif route == "train_no_search":

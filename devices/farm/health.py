@@ -23,7 +23,7 @@ from realbench.taskpack import Popup
 
 log = logging.getLogger(__name__)
 
-POPUP_ROUNDS = 3
+POPUP_ROUNDS = 8  # an app may stack several at launch (12306: ad, upgrade, location, ...)
 
 
 class CheckStatus(StrEnum):

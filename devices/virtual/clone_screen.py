@@ -315,7 +315,9 @@ class CloneAppScreen:
         if ui.get("dialog") or ui.get("stack"):
             return False
         _data, xml = self._observe()
-        return not any(f'id/{overlay}"' in xml for overlay in DRIFT_OVERLAY_IDS)
+        # every drift overlay's outermost element has an id starting rb_ (clones/drift.py,
+        # clones/interruptions.py): back closes it rather than leaving the app
+        return not any(f'id/{overlay}"' in xml for overlay in DRIFT_OVERLAY_IDS) and ":id/rb_" not in xml
 
     def text(self, text: str) -> None:
         from realbench.actions import Type

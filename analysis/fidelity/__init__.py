@@ -1,0 +1,1 @@
+"""Clone fidelity: captures of real screens scored against the clone's rendering of the same screen."""
