@@ -393,17 +393,23 @@ def sample_from_trainer(trainer: Any, prompt: list[dict[str, Any]], images: list
     text = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
     encoded = processor(text=[text], images=images or None, return_tensors="pt").to(model.device)
     tokenizer = processor.tokenizer
-    with torch.no_grad():
-        generated = model.generate(
-            **encoded,
+    # The trainer's own sampling settings (temperature, top-p/k, min-p, repetition penalty, the
+    # image token suppressed, its EOS ids), so an episode samples as GRPO's own generation would.
+    config = getattr(trainer, "generation_config", None)
+    if config is None:  # a trainer set up for vLLM keeps no transformers generation config
+        from transformers import GenerationConfig
+
+        config = GenerationConfig(
             do_sample=True,
+            max_new_tokens=args.max_completion_length,
             temperature=args.temperature,
             top_p=args.top_p,
-            top_k=args.top_k or None,
-            max_new_tokens=args.max_completion_length,
+            top_k=args.top_k or 0,
             pad_token_id=tokenizer.pad_token_id,
-            return_dict_in_generate=True,
-            output_scores=True,
+        )
+    with torch.no_grad():
+        generated = model.generate(
+            **encoded, generation_config=config, return_dict_in_generate=True, output_scores=True
         )
     start = encoded["input_ids"].shape[1]
     completion = [int(t) for t in generated.sequences[0, start:]]
