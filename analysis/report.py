@@ -34,6 +34,7 @@ from analysis.tables import (
     resolve_outcomes,
 )
 from realbench.errors import AnalysisError, RealbenchError
+from realbench.store import VIDEO_FILE
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ TEMPLATE = "report.html.j2"
 # Screenshots are embedded: bound the file size (≈ 10–20 kB per downscaled step).
 VIEWER_MAX_TASKS = 30
 VIEWER_IMAGE_WIDTH = 270
+# An episode video is embedded up to this size (the report stays one file); a larger one is linked.
+VIEWER_MAX_VIDEO_BYTES = 16 * 1024 * 1024
 
 # METHODS.md, "Published reference points" — context, not targets to fit.
 REFERENCES = {
@@ -559,6 +562,20 @@ def annotate_screenshot(
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def episode_video(folder: Path | None) -> str | None:
+    """The episode's screen recording for the viewer: an embedded data URI, or a file link when large."""
+    if folder is None:
+        return None
+    path = folder / VIDEO_FILE
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if size > VIEWER_MAX_VIDEO_BYTES:
+        return path.resolve().as_uri()
+    return "data:video/mp4;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
 def describe_action(action: dict[str, Any] | None) -> str:
     if not action:
         return "(no action)"
@@ -609,6 +626,7 @@ def _episode_payload(row: pd.Series, verdicts: pd.DataFrame, inputs: ReportInput
             for x in v.itertuples()
         ],
         "steps": out_steps,
+        "video": episode_video(folder),
     }
 
 

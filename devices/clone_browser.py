@@ -119,6 +119,9 @@ class BrowserPool:
         shared_args = ("--process-per-site",) if self.isolation is Isolation.SHARED else ()
         self.args = (*CHROMIUM_ARGS, *shared_args, *extra_args)
         self._contexts: dict[Emulation, list[Any]] = {}
+        # Held while a shared context is being created: without it, environments set up at once
+        # all saw too few contexts and each made its own (8 renderers instead of `renderers`).
+        self._context_lock: asyncio.Lock | None = None
         self._next_context = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -185,6 +188,7 @@ class BrowserPool:
                 f"Chromium at {self.executable} did not start: {exc}", hint="run it by hand to see why"
             ) from None
         self.version = self._browser.version
+        self._context_lock = asyncio.Lock()
         self._lost = None
         browser = self._browser
         browser.on("disconnected", lambda _b: self._mark_lost("the browser disconnected", browser))
@@ -230,12 +234,16 @@ class BrowserPool:
         if self.isolation is Isolation.CONTEXT:
             context = await self._new_context(emulation)
             return context, await context.new_page(), True
-        shards = self._contexts.setdefault(emulation, [])
-        if len(shards) < self.renderers:
-            shards.append(await self._new_context(emulation))
-            context = shards[-1]
-        else:
-            context = shards[next(self._next_context) % len(shards)]
+        lock = self._context_lock
+        if lock is None:
+            raise DeviceLost("the clone browser is not running", hint="start the BrowserPool first")
+        async with lock:
+            shards = self._contexts.setdefault(emulation, [])
+            if len(shards) < self.renderers:
+                shards.append(await self._new_context(emulation))
+                context = shards[-1]
+            else:
+                context = shards[next(self._next_context) % len(shards)]
         return context, await context.new_page(), False
 
     def close(self) -> None:

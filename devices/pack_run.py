@@ -102,6 +102,11 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         kind = TargetKind(c.target)
     except ValueError:
         raise UnknownNameError("target", c.target, [k.value for k in TargetKind]) from None
+    if c.video and (kind is TargetKind.CLONE or c.scheduler != "local"):
+        raise ConfigError(
+            "--video records phone screens, with the local scheduler",
+            hint="use it with --target clone-on-phone or real, without --scheduler ray",
+        )
     pack = load_pack(c.pack)
     keys = plan_episodes(pack, task_ids=parse_task_selection(c.tasks), repeats=c.repeats, seed=c.seed)
     skipped: list[SkippedTask] = []
@@ -158,6 +163,10 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
                 )
                 keys = [k for k in keys if k.task in kept]
                 gate.update(record)
+        if c.video:
+            from devices.episode_video import VideoTarget
+
+            targets = [VideoTarget(t) for t in targets]
         executor = None
         if c.scheduler == "ray":
             from devices.farm.ray_scheduler import ray_executor
@@ -175,6 +184,10 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             progress=c.progress,
             execute=executor,
         )
+        if c.video:
+            from devices.episode_video import with_video
+
+            runner.execute = with_video(runner.execute)
         summary = runner.run(keys)
     if gate:
         summary.data["real_gate"] = gate

@@ -1,10 +1,14 @@
 """Two GRPO steps with TRL on live clone environments, on a CPU.
 
+GRPOTrainer's rollout hook (`rollout_func`) is `devices.rl.trl_adapter.CloneEpisodeRollout`:
+each rollout is a multi-step episode on a live clone, every step prompted by realbench's own
+prompt builder with that step's screenshot, and the episode's return is GRPO's reward.
+
 The policy is a tiny randomly initialised Qwen2-VL built on the spot (examples/tiny_vlm.py; no
 download), so its completions are noise and nearly all are format errors: this shows the loop
-runs end to end — realbench's prompts and screenshots in, completions played on the clone, the
-environment's rewards back into GRPO's loss — not that anything is learned. Swap in a real
-checkpoint (and vLLM generation on a GPU) for training.
+runs end to end — realbench's prompts and screenshots in, episodes played on the clone, the
+environment's returns back into GRPO's loss — not that anything is learned. Swap in a real
+checkpoint for training.
 
     python examples/trl_grpo.py [--pack taskpacks/train_ticketing] [--format qwen-mobile] [--steps 2]
 """
@@ -17,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--short-side", type=int, default=224, help="screenshot short side (small on a CPU)")
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--episode-steps", type=int, default=3, help="most steps per rollout episode")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
@@ -39,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from devices.rl.trl_adapter import CloneStepReward, clone_states
+    from devices.rl.trl_adapter import CloneEpisodeRollout, clone_states, episode_return_reward
     from realbench.agents.formats import get_format
 
     torch.set_num_threads(2)
@@ -49,11 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     # the processor's limits are the prompt's: it never resizes the screenshot the prompt sized
     processor, model = build_tiny_qwen2_vl(max_pixels=policy.max_pixels, min_pixels=policy.min_pixels)
-    reward = CloneStepReward(pack=args.pack, fmt=args.format, short_side=args.short_side)
+    rollout = CloneEpisodeRollout(
+        states, pack=args.pack, fmt=args.format, max_steps=args.episode_steps, short_side=args.short_side
+    )
     losses: list[float] = []
 
     class PrintLoss(TrainerCallback):  # type: ignore[misc]
-        def on_log(self, _args, state, control, logs=None, **kwargs):  # type: ignore[no-untyped-def]
+        def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            logs = kwargs.get("logs")
             if logs and "loss" in logs:
                 losses.append(float(logs["loss"]))
                 print(
@@ -82,18 +91,20 @@ def main(argv: list[str] | None = None) -> int:
         trainer = GRPOTrainer(
             model=model,
             processing_class=processor,
-            reward_funcs=[reward],
+            reward_funcs=[episode_return_reward],
+            rollout_func=rollout,
             args=config,
             train_dataset=states.dataset(),
             callbacks=[PrintLoss()],
         )
         trainer.train()
-    reward.close()
-    played = reward.steps
-    errors = sum(1 for s in played if s["format_error"])
+    rollout.close()
+    played = rollout.episodes
+    steps = sum(len(e.texts) for e in played)
+    errors = sum(e.format_errors for e in played)
     print(
-        f"{len(losses)} GRPO steps, {len(played)} completions played on the clone "
-        f"({errors} format errors), {time.perf_counter() - started:.0f} s",
+        f"{len(losses)} GRPO steps, {len(played)} episodes played on the clone "
+        f"({steps} steps, {errors} format errors), {time.perf_counter() - started:.0f} s",
         flush=True,
     )
     return 0 if len(losses) == args.steps else 1

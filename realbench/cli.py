@@ -206,6 +206,9 @@ def run_cmd(
         Path | None,
         typer.Option("--certified", help="Run only tasks this certification file certifies (real)"),
     ] = None,
+    video: Annotated[
+        bool, typer.Option("--video", help="Record each phone episode's screen (video.mp4 with the episode)")
+    ] = False,
 ) -> None:
     """Run a task pack on a target with an agent; writes DIR/summary.json. Re-running resumes."""
     from devices.pack_run import run_pack
@@ -240,6 +243,7 @@ def run_cmd(
         progress=progress,
         confirm_manual=confirm_manual,
         certified=certified,
+        video=video,
     )
     summary = run_pack(config)
     _print_summary(summary)

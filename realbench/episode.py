@@ -75,6 +75,7 @@ class EpisodeResult:
     finished: float = 0.0
     error: str | None = None
     format_errors: int = 0
+    video: bytes | None = None  # the episode's screen recording (MP4), where one was asked for
 
     @property
     def success(self) -> bool | None:

@@ -50,6 +50,7 @@ class RunConfig(BaseModel):
     progress: bool = True
     confirm_manual: bool = False  # real: the tasks' manual preconditions hold (recorded in the run)
     certified: Path | None = None  # real: run only the tasks this certification file certifies
+    video: bool = False  # phones: record each episode's screen (kept as video.mp4 with the episode)
 
     @classmethod
     def of(cls, **settings: Any) -> RunConfig:

@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS pending (episode_id TEXT PRIMARY KEY, dir TEXT NOT NU
 
 RUN_FILE = "run.json"
 VERDICTS_FILE = "verdicts.jsonl"
+VIDEO_FILE = "video.mp4"  # an episode's screen recording, where the run asked for one
 
 
 def is_run_store(path: Path) -> bool:
@@ -408,6 +409,8 @@ class RunStore:
             (tmp_dir / f"final{result.final_image_format.suffix}").write_bytes(result.final_screenshot)
         if result.final_hierarchy is not None:
             (tmp_dir / "final.xml").write_text(result.final_hierarchy, encoding="utf-8")
+        if result.video is not None:
+            (tmp_dir / VIDEO_FILE).write_bytes(result.video)
         meta = {
             "episode_id": episode_id,
             "run_id": run_id,
@@ -429,6 +432,7 @@ class RunStore:
             "verdicts": [v.model_dump(mode="json") for v in result.verdicts],
             "started": result.started,
             "finished": result.finished,
+            "video": VIDEO_FILE if result.video is not None else None,
         }
         _atomic_write(
             tmp_dir / "episode.json", json.dumps(meta, ensure_ascii=False, indent=1, default=str).encode()

@@ -1,25 +1,36 @@
 """Clone environments for TRL's `GRPOTrainer`: a dataset of clone states whose prompts come from
 realbench's own prompt builder (`realbench.agents.prompt.build_messages`, the one `realbench run`
-uses), and a reward function that executes each sampled completion, as raw model text in the
-format's syntax, on a live clone environment reset to that state.
+uses), and two ways to score a group of completions on live clone environments:
+
+- `CloneEpisodeRollout`, GRPOTrainer's ``rollout_func`` hook: each rollout is a whole episode.
+  Every step is prompted by `build_messages` with that step's screenshot and history, exactly as
+  `realbench run` prompts it, sampled from the trainer's model, and played on the clone until the
+  episode ends or `max_steps`; its return is the GRPO reward (`episode_return_reward`).
+- `CloneStepReward`, a plain reward function: one completion played as one step.
+
+What GRPO's loss sees of an episode: TRL 1.16's rollout hook returns one (prompt, completion)
+token sequence per row, and the trainer's forward pass conditions it on the row's own dataset
+images only, so a later step (whose screenshot is not among them) cannot enter the loss. The
+rollout therefore returns the first step's tokens and credits them with the whole episode's
+return; later steps are played on-policy but not trained on in that batch. A loss over every
+step needs a trainer that carries each step's images (see devices/rl/verl_adapter.py).
 
 GRPO samples a group of completions per prompt; each is played on the clone from the same state
 and earns the environment's reward (the verifier's progress and success, minus the format-error
 penalty), so the group's advantages compare actions by what they did to the app.
 
     states = clone_states(pack="train_ticketing", task_id="book-ticket", seeds=range(8), fmt="qwen-mobile")
+    rollout = CloneEpisodeRollout(states, pack="train_ticketing", fmt="qwen-mobile", max_steps=4)
     trainer = GRPOTrainer(model=..., processing_class=processor, train_dataset=states.dataset(),
-                          reward_funcs=[CloneStepReward(pack="train_ticketing", fmt="qwen-mobile")], args=...)
-
-The reward function is TRL's documented hook for scoring rollouts; generation stays TRL's own
-(transformers or vLLM), so images reach the policy exactly as the trainer's processor prepares them.
+                          reward_funcs=[episode_return_reward], rollout_func=rollout, args=...)
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +38,8 @@ from devices.rl.config import RewardConfig
 from devices.rl.gym_env import RealbenchEnv
 from realbench.agents.formats import get_format
 from realbench.agents.images import ImagePolicy, PreparedImage, prepare_image
-from realbench.agents.prompt import build_messages
+from realbench.agents.prompt import PromptStep, build_messages
+from realbench.errors import ConfigError
 from realbench.observation import Screenshot
 
 log = logging.getLogger(__name__)
@@ -58,6 +70,43 @@ def trl_prompt(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], in
     return out, images
 
 
+def prompt_key(prompt: list[dict[str, Any]], images: Iterable[Any]) -> str:
+    """What identifies a start state to the rollout hook, which receives only prompts: the
+    prompt's text parts and its images' pixels."""
+    digest = hashlib.sha256()
+    for message in prompt:
+        digest.update(str(message["role"]).encode())
+        content = message["content"]
+        for part in [content] if isinstance(content, str) else content:
+            text = part if isinstance(part, str) else part.get("text")
+            digest.update(b"T" + str(text).encode() if text is not None else b"I")
+    for image in images:
+        digest.update(f"{image.size}".encode())
+        digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def split_trainer_prompt(prompt: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A prompt as GRPOTrainer hands it to the rollout hook (images inlined as
+    ``{"type": "image", "image": PIL}``) → (placeholder prompt, images in order)."""
+    out: list[dict[str, Any]] = []
+    images: list[Any] = []
+    for message in prompt:
+        content = message["content"]
+        if isinstance(content, str):
+            out.append({"role": message["role"], "content": [{"type": "text", "text": content}]})
+            continue
+        parts = []
+        for part in content:
+            if part.get("type") == "image":
+                images.append(part["image"])
+                parts.append({"type": "image"})
+            else:
+                parts.append({"type": "text", "text": part["text"]})
+        out.append({"role": message["role"], "content": parts})
+    return out, images
+
+
 def _pil(image: PreparedImage) -> Any:
     from PIL import Image
 
@@ -70,6 +119,16 @@ class CloneStates:
     """Start states of clone episodes, as GRPO prompts."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def start(self, key: str) -> dict[str, Any]:
+        """The row whose prompt has this `prompt_key`."""
+        for row in self.rows:
+            if row["key"] == key:
+                return row
+        raise ConfigError(
+            "the rollout was given a prompt that is not one of these clone states",
+            hint="build the trainer's train_dataset with the same CloneStates the rollout holds",
+        )
 
     def dataset(self) -> Any:
         """A `datasets.Dataset` with ``prompt``, ``images``, ``seed``, ``task_id`` and ``image_size``."""
@@ -101,13 +160,20 @@ def clone_states(
                 action_format, info["instruction"], [], prepared, image_window=1, text_history=0
             )
             prompt, count = trl_prompt(messages)
+            pictures = [_pil(prepared)] * count
+            key = prompt_key(prompt, pictures)
+            if any(row["key"] == key for row in states.rows):
+                # the hook sees only the prompt: two seeds that look alike would be one state to it
+                log.info("seed %s starts where an earlier seed does; left out", seed)
+                continue
             states.rows.append(
                 {
                     "prompt": prompt,
-                    "images": [_pil(prepared)] * count,
+                    "images": pictures,
                     "seed": int(seed),
                     "task_id": info["task_id"],
                     "image_size": [prepared.size.width, prepared.size.height],
+                    "key": key,
                 }
             )
     finally:
@@ -168,3 +234,195 @@ class CloneStepReward:
 
     def close(self) -> None:
         self.env.close()
+
+
+@dataclass
+class PlayedEpisode:
+    """One rollout as the clone saw it (kept for logs, examples and tests)."""
+
+    seed: int
+    task_id: str
+    texts: list[str]
+    rewards: list[float]
+    format_errors: int
+    success: bool
+    outcome: str | None
+
+    @property
+    def episode_return(self) -> float:
+        return sum(self.rewards)
+
+
+@dataclass
+class Sample:
+    """One sampled step: prompt token ids, completion token ids with their log-probs, and text."""
+
+    ids: list[int]
+    completion: list[int]
+    logprobs: list[float]
+    text: str
+
+
+# (trainer, placeholder prompt, its images in order) -> the sampled step
+Sampler = Callable[[Any, list[dict[str, Any]], list[Any]], Sample]
+
+
+class CloneEpisodeRollout:
+    """GRPOTrainer's ``rollout_func``: each prompt row is played as a whole episode on a live
+    clone (see the module docstring for what the loss sees of it)."""
+
+    def __init__(
+        self,
+        states: CloneStates,
+        *,
+        pack: str,
+        fmt: str,
+        max_steps: int = 4,
+        short_side: int = 448,
+        reward: RewardConfig = DEFAULT_REWARD,
+        images: ImagePolicy | None = None,
+        text_history: int = 30,
+        sampler: Sampler | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ConfigError("max_steps must be at least 1")
+        self.states = states
+        self.fmt = get_format(fmt)
+        self.policy = images or self.fmt.image_policy()
+        self.max_steps = max_steps
+        self.image_window = self.fmt.default_image_window()
+        self.text_history = text_history
+        self.env = RealbenchEnv(
+            pack=pack,
+            short_side=short_side,
+            image="png",
+            hierarchy=False,
+            action_format=fmt,
+            action_max_pixels=images.max_pixels if images is not None else None,
+            reward=reward,
+            max_steps=max_steps,
+        )
+        self.episodes: list[PlayedEpisode] = []
+        self.sampler: Sampler = sampler or sample_from_trainer
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "episode_return": [],
+            "episode_steps": [],
+            "episode_success": [],
+        }
+        for prompt in prompts:
+            placeholders, pictures = split_trainer_prompt(prompt)
+            row = self.states.start(prompt_key(placeholders, pictures))
+            first, episode = self._play(row, trainer)
+            self.episodes.append(episode)
+            out["prompt_ids"].append(first.ids)
+            out["completion_ids"].append(first.completion)
+            out["logprobs"].append(first.logprobs)
+            out["episode_return"].append(episode.episode_return)
+            out["episode_steps"].append(len(episode.texts))
+            out["episode_success"].append(episode.success)
+        return out
+
+    def _play(self, row: dict[str, Any], trainer: Any) -> tuple[Sample, PlayedEpisode]:
+        obs, info = self.env.reset(seed=int(row["seed"]), options={"task_id": row["task_id"]})
+        instruction = info["instruction"]
+        earlier: list[PromptStep] = []
+        pictures: dict[str, Any] = {}
+        episode = PlayedEpisode(int(row["seed"]), str(row["task_id"]), [], [], 0, False, None)
+        first: Sample | None = None
+        for index in range(self.max_steps):
+            current = prepare_image(Screenshot.from_bytes(bytes(obs["screenshot"])), self.policy)
+            pictures.setdefault(current.data_url, _pil(current))
+            messages = build_messages(
+                self.fmt,
+                instruction,
+                earlier,
+                current,
+                image_window=self.image_window,
+                text_history=self.text_history,
+            )
+            prompt, _ = trl_prompt(messages)
+            images = [
+                pictures[part["image_url"]["url"]]
+                for message in messages
+                if not isinstance(message["content"], str)
+                for part in message["content"]
+                if part.get("type") == "image_url"
+            ]
+            if index == 0 and prompt_key(prompt, images) != row["key"]:
+                raise ConfigError(
+                    f"seed {row['seed']} no longer starts at the state its dataset row shows",
+                    hint="rebuild the dataset with clone_states() for this clone and format",
+                )
+            sample = self.sampler(trainer, prompt, images)
+            first = first or sample
+            text = sample.text
+            obs, reward, terminated, truncated, info = self.env.step(text)
+            episode.texts.append(text)
+            episode.rewards.append(float(reward))
+            episode.format_errors += info.get("format_error") is not None
+            parsed = self.fmt.parse(text, current.size)
+            earlier.append(
+                PromptStep(
+                    index=index, action=parsed.action, thought=parsed.thought, image=current, said=text
+                )
+            )
+            if terminated or truncated:
+                break
+        episode.success = bool(info.get("success"))
+        episode.outcome = info.get("outcome")
+        assert first is not None
+        return first, episode
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def sample_from_trainer(trainer: Any, prompt: list[dict[str, Any]], images: list[Any]) -> Sample:
+    """One completion from the trainer's model for a prompt, with each sampled token's log-prob
+    under the distribution it was drawn from (after temperature / top-k / top-p)."""
+    import torch
+
+    processor = trainer.processing_class
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    args = trainer.args
+    text = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+    encoded = processor(text=[text], images=images or None, return_tensors="pt").to(model.device)
+    tokenizer = processor.tokenizer
+    # The trainer's own sampling settings (temperature, top-p/k, min-p, repetition penalty, the
+    # image token suppressed, its EOS ids), so an episode samples as GRPO's own generation would.
+    config = getattr(trainer, "generation_config", None)
+    if config is None:  # a trainer set up for vLLM keeps no transformers generation config
+        from transformers import GenerationConfig
+
+        config = GenerationConfig(
+            do_sample=True,
+            max_new_tokens=args.max_completion_length,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k or 0,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    with torch.no_grad():
+        generated = model.generate(
+            **encoded, generation_config=config, return_dict_in_generate=True, output_scores=True
+        )
+    start = encoded["input_ids"].shape[1]
+    completion = [int(t) for t in generated.sequences[0, start:]]
+    logprobs = [
+        float(torch.log_softmax(scores[0].float(), dim=-1)[token])
+        for scores, token in zip(generated.scores, completion, strict=False)
+    ]
+    text = tokenizer.decode(completion, skip_special_tokens=True)
+    return Sample([int(t) for t in encoded["input_ids"][0]], completion, logprobs, text)
+
+
+def episode_return_reward(
+    completions: list[Any], episode_return: list[float], **_: Any
+) -> list[float | None]:
+    """GRPO's reward for a `CloneEpisodeRollout` row: the return of the episode it started."""
+    return [float(r) for r in episode_return]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from devices.virtual import shell_session
 from devices.virtual.adb_transport import AdbConnection, AdbStream, ServiceHandler, device_banner
 from devices.virtual.model import (
     APP_CLONES,
@@ -204,6 +205,9 @@ class VirtualPhone:
     async def _shell(self, stream: AdbStream, line: str) -> None:
         if is_uiautomator_launch(line):
             await self._run_uiautomator(stream, line)
+            return
+        if shell_session.handles(line):
+            await shell_session.serve_session(self, stream, line)
             return
         output = await self.shell.run(line)
         if output:

@@ -104,6 +104,8 @@ class Shell:
             "true": self._noop,
             "sync": self._noop,
             "false": self._false,
+            "which": self._which,
+            "screenrecord": self._screenrecord,
         }
 
     async def run(self, line: str) -> bytes:
@@ -140,6 +142,21 @@ class Shell:
 
     async def _false(self, args: list[str]) -> Result:
         return Result(rc=1)
+
+    async def _which(self, args: list[str]) -> Result:
+        # `sh` scripts run in a stream session (devices/virtual/shell_session.py)
+        known = [a for a in args if a in self.commands or a == "sh"]
+        return Result(
+            "".join(f"/system/bin/{a}\n" for a in known).encode(), 0 if len(known) == len(args) else 1
+        )
+
+    async def _screenrecord(self, args: list[str]) -> Result:
+        """Inside a one-shot command line nothing can interrupt it: it runs to its time limit."""
+        import asyncio
+
+        from devices.virtual.screenrecord import record_screen
+
+        return await record_screen(self.phone, args, asyncio.Event())
 
     async def _echo(self, args: list[str]) -> Result:
         if args[:1] == ["-n"]:

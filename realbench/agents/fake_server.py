@@ -142,7 +142,8 @@ class FakeModelServer:
                 Route("/health", self._health, methods=["GET"]),
             ]
         )
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP so asyncio turns Nagle off (a 40 ms delayed-ACK wait on every reply otherwise)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self._requested_port))
         self.port = sock.getsockname()[1]

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from analysis.report import annotate_screenshot, describe_action
+from analysis.report import annotate_screenshot, describe_action, episode_video
 from realbench.errors import ConfigError, RealbenchError, StoreError
 from realbench.store import RunStore
 
@@ -191,6 +191,7 @@ def episode_view(store: RunStore, episode_id: str, *, width: int = REPLAY_WIDTH)
         "outcome": ep["outcome"],
         "steps": steps,
         "final": _data_uri(final, width) if final is not None else None,
+        "video": episode_video(folder),
     }
 
 
