@@ -273,10 +273,12 @@ def targets_from_rig(
         raise ConfigError("--target clone runs headless; a rig is for real and clone-on-phone")
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(farm_pool(rig, phones=phones))
-        missing = pool.rig.missing_env()
-        if missing:
+        phone_specs = [pool.record(s).spec for s in pool.serials]
+        missing = pool.rig.missing_login_env(pack.real_app.package, phone_specs)
+        if missing and kind is TargetKind.REAL:
             raise ConfigError(
-                f"rig {pool.rig.name!r} names environment variables that are not set: {', '.join(missing)}",
+                f"rig {pool.rig.name!r}: the login recipe of {pack.real_app.package} reads environment "
+                f"variables that are not set: {', '.join(missing)}",
                 hint="export them before running (their values are never written anywhere)",
             )
         server_url = clone_server_url
