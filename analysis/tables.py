@@ -268,9 +268,13 @@ def traces_from_stores(
     return out
 
 
+VIRTUAL_PHONE_TRUTH = "virtual-phone-truth"  # the verifier name devices.phone_target records
+
+
 def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
     """One row per (judged episode, judge) with ground truth: a human label (majority of labellers),
-    else the clone verifier on clone episodes, else real-side checks; missing when none exists."""
+    else the clone verifier on clone episodes, else a virtual phone's own verifier
+    (`virtual-phone-truth`), else real-side checks; missing when none exists. `truth_source` says which."""
     episodes = stores.episodes()
     verdicts = stores.verdicts()
     if verdicts.empty:
@@ -280,6 +284,9 @@ def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
     # An "unsure" label (abstained) is no ground truth either way.
     human = human_rows[~human_rows["abstained"].astype(bool)].groupby("key")["success"].mean()
     verifier = _latest(verdicts, "verifier").groupby("key")["success"].all()
+    # A virtual phone's apps are clones: their verifier is ground truth on the device side too
+    # (a test rig's truth, labelled so; a real phone has none).
+    vphone = _latest(verdicts, "verifier", VIRTUAL_PHONE_TRUTH).groupby("key")["success"].all()
     checks = _latest(verdicts, "checks").groupby("key")["success"].all()
     judged = _latest(verdicts, "judge")
     judged = judged[judged["key"].isin(ep.index)]
@@ -298,6 +305,8 @@ def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
             truth, source = bool(verifier[v.key]), "verifier"
         elif str(e["env"]).startswith("clone") and e["success"] is not None and e["success"] == e["success"]:
             truth, source = bool(e["success"]), "verifier"
+        elif v.key in vphone.index:
+            truth, source = bool(vphone[v.key]), VIRTUAL_PHONE_TRUTH
         elif v.key in checks.index:
             truth, source = bool(checks[v.key]), "checks"
         rows.append(

@@ -363,3 +363,46 @@ def test_every_option_has_a_description_and_flags_take_no_value(command: str) ->
     shown = cli(command, "--help")
     assert shown.returncode == 0 and "<bool>" not in shown.stdout
     assert "--json" in cli("judge", "--help").stdout
+
+
+@pytest.mark.farm
+def test_a_run_reuses_vphone_up_phones_only_when_they_follow_the_rig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devices.farm.rig_targets import mismatch_with_rig, start_virtual_phones
+    from devices.virtual import cli as vphone
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # a registry of this test's phones only
+    record = vphone.up(1, drift="none", screens="static")
+    try:
+        (phone,) = record["phones"]
+        raw = yaml.safe_load((ROOT / "rigs" / "virtual.yaml").read_text(encoding="utf-8"))
+        raw["virtual"] = {**raw["virtual"], "count": 1, "screens": "static"}
+        mild = parse_rig(raw)
+        assert mismatch_with_rig(phone["control_url"], mild) == "drift 'none', the rig asks for 'mild'"
+        with start_virtual_phones(mild) as specs:
+            assert [s.serial for s in specs] != [phone["serial"]]  # the rig's own phone, drifted as asked
+        raw["virtual"]["drift"] = "none"
+        with start_virtual_phones(parse_rig(raw)) as specs:
+            assert [s.serial for s in specs] == [phone["serial"]]
+    finally:
+        vphone.down()
+
+
+def test_the_device_side_audit_uses_virtual_phone_truth_labelled_as_such(tmp_path: Path) -> None:
+    from analysis.analysis_commands import audit_command
+    from analysis.tables import StoreSet, audit_table_from_stores
+    from realbench.outcome import Verdict, VerdictSource
+
+    store_dir, ids = _store(tmp_path, n=2)  # two scored episodes on env "real"
+    with RunStore(store_dir, create=False) as store:
+        for i, episode in enumerate(ids):
+            store.add_verdict(episode, Verdict(success=i == 0, name="virtual-phone-truth"))
+            judge = Verdict(success=True, source=VerdictSource.JUDGE, name="q")
+            store.add_verdict(episode, judge)
+    with StoreSet([store_dir]) as ss:
+        table = audit_table_from_stores(ss)
+    assert table["truth"].tolist() == [True, False]
+    assert set(table["truth_source"]) == {"virtual-phone-truth"}
+    result = audit_command([store_dir], console=None, as_json=True)
+    assert any("2 from virtual-phone-truth" in n and "a test rig's truth" in n for n in result.notes)  # type: ignore[union-attr]
