@@ -42,7 +42,7 @@ TEMPLATE = "report.html.j2"
 VIEWER_MAX_TASKS = 30
 VIEWER_IMAGE_WIDTH = 270
 
-# METHODS.md, "Published reference points" — context, not targets to fit.
+# docs/methods.md, "Published reference points" — context, not targets to fit.
 REFERENCES = {
     "mobilegym": "MobileGym (published): 59 signal tasks; clone 33.9 → 76.7 %, real phone 32.2 → 72.9 %; "
     "95.1 % retention on its signal subset. Its VLM judge misjudged 10.2 % of real-device trajectories.",

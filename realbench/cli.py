@@ -67,6 +67,9 @@ def check_pack_cmd(
     rig: Annotated[
         Path | None, typer.Option("--rig", help="Also list tasks this rig's accounts cannot instantiate")
     ] = None,
+    list_tasks: Annotated[
+        bool, typer.Option("--list", help="Also list every task: id and instruction (what --tasks takes)")
+    ] = False,
 ) -> None:
     """Validate task packs: schema, registered clone/verifier names, verifier arguments and answers
     against the verifiers' contracts, setup data, commit-boundary safety rules, and safety by effect
@@ -103,6 +106,11 @@ def check_pack_cmd(
             console.print(
                 f"[green]ok[/] {pack.path}: {len(pack.tasks)} tasks for {pack.app} ({pack.real_app.package})"
             )
+        if list_tasks:
+            report[str(path)]["task_ids"] = [t.id for t in pack.tasks]  # type: ignore[index]
+            if not as_json:
+                for t in pack.tasks:
+                    console.print(f"  {t.id}  [dim]{t.instruction}[/]", highlight=False, soft_wrap=True)
         if rig is not None:
             from devices.fixtures import uninstantiable
             from devices.rig import load_rig
@@ -180,8 +188,8 @@ def run_cmd(
         str | None,
         typer.Option(
             "--run-id",
-            help="Name of the run inside the store (default: the agent's name @ target, other characters "
-            "as '-', e.g. openai-base@clone, golden@real)",
+            help="Name of the run inside the store (default: AGENT@TARGET with every character other than "
+            "letters, digits, '.', '_' and '-' written '-', e.g. openai-base-clone, golden-real)",
         ),
     ] = None,
     rig: Annotated[
@@ -959,6 +967,12 @@ def serve_model_cmd(
         float, typer.Option("--timeout", help="Seconds to wait for the server to be ready")
     ] = 900.0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the vllm command and exit")] = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", min=0, help="With --check: keep trying this many seconds while nothing answers"
+        ),
+    ] = 0.0,
     check: Annotated[
         str | None,
         typer.Option(
@@ -977,7 +991,7 @@ def serve_model_cmd(
     if check is not None:
         from realbench.agents.endpoint_check import check_served
 
-        models = check_served(check, name, api_key_env=api_key_env, what="--name")
+        models = check_served(check, name, api_key_env=api_key_env, what="--name", wait_s=wait)
         served = f"serves {name}" if name else f"serves {', '.join(models) or '(no models listed)'}"
         console.print(f"[green]up[/] {check}: {served}", soft_wrap=True)
         return

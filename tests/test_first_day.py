@@ -291,11 +291,36 @@ def test_a_run_where_every_episode_aborted_fails_and_a_rerun_can_retry(tmp_path:
     store.close()
 
 
-def test_a_run_whose_phones_were_all_quarantined_fails() -> None:
-    data = {"run_id": "r", "episodes": 3, "aborted": 1, "not_run": 4, "quarantined_all": True,
-            "given_up_reasons": {"phone lost": 1}}  # fmt: skip
-    with pytest.raises(RunFailedError, match="every phone was quarantined; 4 episode"):
+class _QuarantinedAfterOneFailure(ScriptedTarget):
+    """A phone the farm sets aside after its first environment failure (the runner's hook)."""
+
+    failures = 0
+
+    def ready_for_episode(self) -> bool:
+        return self.failures == 0
+
+    def after_episode(self, result: Any) -> None:
+        self.failures += int(str(result.outcome) == "env_invalid")
+
+
+def test_a_run_whose_phones_were_all_quarantined_fails(tmp_path: Path) -> None:
+    pack = parse_pack(PACK)
+    store = RunStore(tmp_path / "s", writer="test")
+    store.ensure_run("r", pack="scripted", app="scripted", agent="golden", target="real", config={})
+    keys = plan_episodes(pack, task_ids=["submit"], repeats=3)
+    phones: list[Target] = [_QuarantinedAfterOneFailure(f"p{i}", fail_after=0) for i in range(2)]
+    data = LocalRunner(store, "r", pack, phones, GoldenAgent, progress=False).run(keys).data
+    store.close()
+    assert data["quarantined_all"] and data["not_run"] == 3  # nothing finished: every phone set aside
+    with pytest.raises(RunFailedError, match=r"every phone was quarantined; 3 episode\(s\) were not run"):
         raise_if_unusable(data)
+
+
+def test_the_documented_run_id_default() -> None:
+    from realbench.runner import default_run_id
+
+    assert default_run_id("openai:base", "clone") == "openai-base-clone"
+    assert "e.g. openai-base-clone" in " ".join(cli("run", "--help").stdout.split())
 
 
 # --- judges ------------------------------------------------------------------------------------
