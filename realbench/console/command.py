@@ -46,6 +46,7 @@ def console_app(
     """The guarded ASGI app, with the rig's pool open for its lifetime. Tests pass `pool` (phones
     they started); the command passes `rig`."""
     from devices.farm.rig_targets import farm_pool
+
     from devices.rig import load_rig
     from realbench.console.app import ConsoleConfig, build_app
     from realbench.console.episodes import Stores
@@ -118,6 +119,7 @@ def console_command(
 def capture_command(*, rig: str, serial: str, label: str, out: Path) -> Path:
     """One capture through the rig's pool (leased, so it never interleaves with an episode)."""
     from devices.farm.rig_targets import farm_pool
+
     from devices.rig import load_rig
     from realbench.console.capture import capture_screen
 
