@@ -431,3 +431,19 @@ def test_the_device_side_audit_uses_virtual_phone_truth_labelled_as_such(tmp_pat
     assert set(table["truth_source"]) == {"virtual-phone-truth"}
     result = audit_command([store_dir], console=None, as_json=True)
     assert any("2 from virtual-phone-truth" in n and "a test rig's truth" in n for n in result.notes)  # type: ignore[union-attr]
+
+
+@pytest.mark.browser
+def test_summary_json_covers_every_run_of_the_store(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    for run_id in ("first", "second"):
+        done = cli(
+            "run", "--pack", str(TOY), "--out", str(out), "--run-id", run_id, "--no-progress", timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["run_id"] == "second"  # the run just made stays at the top level
+    assert sorted(summary["runs"]) == ["first", "second"]
+    assert summary["runs"]["first"]["episodes"] == summary["runs"]["second"]["episodes"] == 1
+    with RunStore(out, create=False) as store:
+        assert sorted(store.episodes_frame()["run_id"]) == ["first", "second"]
