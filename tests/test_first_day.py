@@ -447,3 +447,16 @@ def test_summary_json_covers_every_run_of_the_store(tmp_path: Path) -> None:
     assert summary["runs"]["first"]["episodes"] == summary["runs"]["second"]["episodes"] == 1
     with RunStore(out, create=False) as store:
         assert sorted(store.episodes_frame()["run_id"]) == ["first", "second"]
+
+
+def test_an_unauthorized_phone_points_to_the_rsa_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    import devices.preflight as preflight
+
+    rig = parse_rig(_usb_rig("5c4e9a7f"))
+    # what the adb server lists before the RSA prompt was accepted
+    monkeypatch.setattr(
+        preflight, "adb_listing", lambda host: preflight.AdbListing({"5c4e9a7f": "unauthorized"})
+    )
+    with pytest.raises(PreflightError, match="5c4e9a7f is listed by `adb devices` as 'unauthorized'") as err:
+        check_phones_listed(rig, rig.phones, scheduler="local")
+    assert "RSA prompt" in (err.value.hint or "")
