@@ -117,6 +117,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             virtual=_rig_is_virtual(c.rig),
             confirmed=c.confirm_manual,
         )
+    preflight_phones(c, kind)
     factory = make_agent_factory(c.agent, pack, c.agent_options.model_dump(), c.seed)
     if c.agent == "golden" and kind is TargetKind.REAL:
         factory = partial(GoldenAgent, real_side=True)
@@ -195,8 +196,8 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
 
 
 def preflight_run(c: RunConfig, kind: TargetKind) -> None:
-    """What can be checked before anything is started: the model endpoint serves --model, the
-    drift profile exists, the rig's phones are attached to this host's adb server."""
+    """What can be checked before anything is started: the model endpoint serves --model and the
+    drift profile exists."""
     if c.agent == "openai" and c.agent_options.base_url and c.agent_options.model:
         from realbench.agents.endpoint_check import check_served
 
@@ -205,6 +206,10 @@ def preflight_run(c: RunConfig, kind: TargetKind) -> None:
         from clones.drift import drift_profile
 
         drift_profile(c.drift)
+
+
+def preflight_phones(c: RunConfig, kind: TargetKind) -> None:
+    """Every phone of the rig that this host drives is attached (phones on another host need Ray)."""
     if kind is not TargetKind.CLONE and c.rig is not None:
         from devices.preflight import check_phones_listed
         from devices.rig import load_rig
