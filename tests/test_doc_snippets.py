@@ -11,7 +11,8 @@ A snippet is marked by an HTML comment on the line before its fence:
 It runs under `bash -euo pipefail` in a scratch folder that links the repository's data folders
 (taskpacks/, rigs/, …), with realbench on PATH, `PORT` and `JUDGE_PORT` set to free ports (snippets
 start the fake model server there) and a private virtual-phone registry. Snippets that touch
-phones (a rig, `vphone`, `devices`) are in the `farm` tier.
+phones (a rig, `vphone`, `devices`) are in the `farm` tier, those that open clone pages in the
+`browser` tier.
 """
 
 from __future__ import annotations
@@ -31,9 +32,20 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = "<!-- runnable -->"
 FENCE = re.compile(r"^```(bash|sh)\s*$")
-LINKED = ("taskpacks", "rigs", "examples", "benchmarks", "docs", "clones", "devices")
+LINKED = (
+    "taskpacks",
+    "rigs",
+    "examples",
+    "benchmarks",
+    "docs",
+    "clones",
+    "devices",
+    "tests",
+    "pyproject.toml",
+)
 SNIPPET_TIMEOUT_S = 300
 PHONE_WORDS = ("--rig", "vphone", "devices ")
+BROWSER_WORDS = ("realbench run", "clone-stats", "realbench demo")
 
 
 @dataclass(frozen=True)
@@ -73,14 +85,15 @@ def _params() -> list[object]:
     params: list[object] = []
     for s in SNIPPETS:
         phones = any(w in s.code for w in PHONE_WORDS)
-        marks = [pytest.mark.farm, pytest.mark.slow] if phones else []
+        browser = any(w in s.code for w in BROWSER_WORDS)
+        marks = [pytest.mark.farm, pytest.mark.slow] if phones else [pytest.mark.browser] if browser else []
         params.append(pytest.param(s, id=s.name, marks=marks))
     return params
 
 
 def test_the_marker_convention_is_used() -> None:
     names = {s.path.name for s in SNIPPETS}
-    assert {"README.md", "models.md", "farm.md"} <= names, names
+    assert {"README.md", "models.md", "farm.md", "adding-a-task.md"} <= names, names
 
 
 @pytest.mark.parametrize("snippet", _params())
