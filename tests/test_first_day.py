@@ -460,3 +460,38 @@ def test_an_unauthorized_phone_points_to_the_rsa_prompt(monkeypatch: pytest.Monk
     with pytest.raises(PreflightError, match="5c4e9a7f is listed by `adb devices` as 'unauthorized'") as err:
         check_phones_listed(rig, rig.phones, scheduler="local")
     assert "RSA prompt" in (err.value.hint or "")
+
+
+@pytest.mark.browser
+def test_a_rerun_retries_given_up_episodes_only_when_asked(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    dead = cli(
+        "run", "--pack", str(TOY), "--out", str(out), "--server-url", _dead_url().removesuffix("/v1"),
+        "--max-attempts", "2", "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert dead.returncode == 3, dead.stdout + dead.stderr
+    assert "every episode aborted (1 given up)" in dead.stderr and "is unreachable" in dead.stderr
+    assert "1 episode(s) given up" in dead.stdout and "--retry-given-up" in dead.stdout
+    again = ("run", "--pack", str(TOY), "--out", str(out), "--max-attempts", "2", "--no-progress")
+    plain = cli(*again, timeout=300)
+    assert plain.returncode == 3, plain.stderr  # resumed: the given-up episode stays given up
+    retried = cli(
+        "run", "--pack", str(TOY), "--out", str(out), "--retry-given-up", "--no-progress", timeout=300
+    )
+    assert retried.returncode == 0, retried.stderr
+    with RunStore(out, create=False) as store:
+        frame = store.episodes_frame()
+    assert frame.sort_values("attempt")["outcome"].tolist() == ["env_invalid", "env_invalid", "success"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["successes"] == 1 and summary["given_up"] == 0
+
+
+def test_a_remote_phone_with_the_local_scheduler_is_refused_by_run(tmp_path: Path) -> None:
+    rig_file = tmp_path / "lab.yaml"
+    rig_file.write_text(yaml.safe_dump(_usb_rig("8KX7N19A22001234", address="203.0.113.7")))
+    done = cli(
+        "run", "--pack", str(TOY), "--target", "real", "--rig", str(rig_file), "--out", str(tmp_path / "r")
+    )
+    assert done.returncode == 2, done.stderr
+    assert "plugged into another host; --scheduler local drives only this host's phones" in done.stderr
+    assert "--scheduler ray" in done.stderr
