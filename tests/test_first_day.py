@@ -495,3 +495,16 @@ def test_a_remote_phone_with_the_local_scheduler_is_refused_by_run(tmp_path: Pat
     assert done.returncode == 2, done.stderr
     assert "plugged into another host; --scheduler local drives only this host's phones" in done.stderr
     assert "--scheduler ray" in done.stderr
+
+
+@pytest.mark.farm
+def test_a_phone_that_vanishes_is_named_as_not_listed(adb_server_port: int) -> None:
+    from devices.phone import PhoneDevice, RetryPolicy
+    from realbench.errors import DeviceLost
+
+    retry = RetryPolicy(attempts=1, backoff_s=0, reconnect_timeout_s=1)
+    with pytest.raises(
+        DeviceLost, match="RBGONE01 is not online: not listed by `adb devices` on this host"
+    ) as err:
+        PhoneDevice("RBGONE01", retry=retry)
+    assert "RSA prompt" in (err.value.hint or "")
