@@ -101,8 +101,10 @@ def check_phones_listed(rig: Rig, phones: list[PhoneSpec], *, scheduler: str) ->
     listings: dict[str, AdbListing] = {}
     for phone in physical:
         host = rig.host(phone.host)
-        if not is_this_host(host):
-            continue  # checked by the Ray worker on that host
+        if not is_this_host(host) or (scheduler != "local" and host.address in LOOPBACK):
+            # another host's phones (or, under Ray, a host known only by a loopback address, which
+            # may be any node): the worker beside them finds them
+            continue
         listing = listings.get(host.name) or listings.setdefault(host.name, adb_listing(host))
         state = listing.states.get(phone.serial)
         if state is None and ":" in phone.serial:

@@ -323,6 +323,12 @@ def _print_summary(data: dict[str, object]) -> None:
         f"{data['aborted']} aborted, abort rate {float(data['abort_rate']):.1%}"  # type: ignore[arg-type]
         + (f", [yellow]{data['damaged']} damaged[/]" if data.get("damaged") else "")
     )
+    if data.get("not_run"):
+        console.print(
+            f"[red]{data['not_run']} episode(s) not run[/]: every phone was quarantined "
+            "(`realbench devices --rig …` shows why)",
+            soft_wrap=True,
+        )
     reasons = data.get("given_up_reasons") or {}
     if isinstance(reasons, dict) and reasons:
         console.print(
