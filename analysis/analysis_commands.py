@@ -275,6 +275,17 @@ def audit_command(
     if stores:
         with StoreSet(stores) as ss:
             table = audit_table_from_stores(ss)
+        sources = table.loc[table["truth_source"] != "", "truth_source"].value_counts()
+        if len(sources):
+            notes.append(
+                "ground truth: "
+                + ", ".join(f"{n} from {s}" for s, n in sources.items())
+                + (
+                    " (virtual-phone-truth: the verifier of a virtual phone's clone apps — a test rig's truth)"
+                    if "virtual-phone-truth" in sources.index
+                    else ""
+                )
+            )
         plans = find_plans(stores)
         if plans and plan_labels is None and not sampled_by_verdict:
             sampled_by_verdict = True

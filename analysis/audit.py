@@ -1,4 +1,4 @@
-"""Judge audit and correction (METHODS.md §3).
+"""Judge audit and correction (docs/methods.md §3).
 
 Input: a tidy table with one row per (episode, judge): ``task, model, judge, truth, verdict,
 steps`` (+ optional ``app`` and ``episode``). ``truth`` is ground truth (clone verifier or human

@@ -1,4 +1,4 @@
-"""A labelling plan for the judge audit (METHODS.md §3, double sampling).
+"""A labelling plan for the judge audit (docs/methods.md §3, double sampling).
 
 Which N unlabelled episodes should people label so that each side's corrected success rate (and
 the judge's PPV/NPV, hence Se/Sp) is estimated with the least variance? The episodes a judge has

@@ -45,7 +45,7 @@ VIEWER_IMAGE_WIDTH = 270
 # An episode video is embedded up to this size (the report stays one file); a larger one is linked.
 VIEWER_MAX_VIDEO_BYTES = 16 * 1024 * 1024
 
-# METHODS.md, "Published reference points" — context, not targets to fit.
+# docs/methods.md, "Published reference points" — context, not targets to fit.
 REFERENCES = {
     "mobilegym": "MobileGym (published): 59 signal tasks; clone 33.9 → 76.7 %, real phone 32.2 → 72.9 %; "
     "95.1 % retention on its signal subset. Its VLM judge misjudged 10.2 % of real-device trajectories.",

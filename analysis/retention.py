@@ -1,4 +1,4 @@
-"""Gain retention (METHODS.md §1): how much of a clone-trained gain survives on the real app.
+"""Gain retention (docs/methods.md §1): how much of a clone-trained gain survives on the real app.
 
 Three estimands, always named (§1):
 

@@ -1,4 +1,4 @@
-"""Outcome-stratified selection of signal tasks (METHODS.md §2).
+"""Outcome-stratified selection of signal tasks (docs/methods.md §2).
 
 1. classify every candidate task from clone runs of both models into gain / loss / both-pass /
    both-fail / mixed;

@@ -1,6 +1,6 @@
-"""Statistics for sim-to-real measurement, as pure vectorised functions (METHODS.md is the spec).
+"""Statistics for sim-to-real measurement, as pure vectorised functions (docs/methods.md is the spec).
 
-Section references (§) point to METHODS.md. Every function that draws random numbers takes a
+Section references (§) point to docs/methods.md. Every function that draws random numbers takes a
 seeded `numpy.random.Generator`; none touches global random state. Interval functions named in the
 public API return plain ``(lo, hi)`` pairs; everything richer returns a typed result object.
 """

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,17 +133,53 @@ def judge_names(verdicts: pd.DataFrame) -> list[str]:
     return sorted(verdicts.loc[verdicts["source"] == "judge", "name"].dropna().astype(str).unique())
 
 
-def pick_judge(verdicts: pd.DataFrame, judge: str | None) -> str | None:
+@dataclass(frozen=True)
+class JudgeChoice:
+    """The judge whose verdicts stand in for ground truth, and why that one."""
+
+    name: str | None
+    reason: str
+
+
+def choose_judge(verdicts: pd.DataFrame, judge: str | None) -> JudgeChoice:
+    """A judge that gave at least one verdict (not only abstentions): the one asked for, else the
+    one with the most verdicts (ties: by name)."""
     names = judge_names(verdicts)
+    latest = _latest(verdicts, "judge")
+    decided = latest[~latest["abstained"].astype(bool)].groupby("name").size().to_dict()
+    usable = sorted((n for n in names if decided.get(n, 0)), key=lambda n: (-decided[n], n))
+    silent = [n for n in names if n not in usable]
     if judge is not None:
         if judge not in names:
             raise ConfigError(
                 f"no verdicts of judge {judge!r}", hint=f"judges in these stores: {names or '(none)'}"
             )
-        return judge
-    if len(names) > 1:
-        log.warning("several judges (%s): using %s; choose one with --judge", names, names[0])
-    return names[0] if names else None
+        if judge not in usable:
+            raise ConfigError(
+                f"judge {judge!r} only abstained (or only failed at its endpoint): it has no verdict to use",
+                hint=f"judges with verdicts: {usable or '(none)'}; rerun `realbench judge` after fixing it",
+            )
+        return JudgeChoice(judge, f"judge {judge} ({decided[judge]} verdicts), as asked with --judge")
+    if not usable:
+        return JudgeChoice(
+            None,
+            f"no judge has a verdict ({', '.join(silent)} only abstained)" if silent else "no judge verdicts",
+        )
+    reason = f"judge {usable[0]}: {decided[usable[0]]} verdicts"
+    if len(usable) > 1:
+        others = ", ".join(f"{n} ({decided[n]})" for n in usable[1:])
+        reason += f", the most of the judges (also: {others}); choose another with --judge"
+    if silent:
+        reason += f"; {', '.join(silent)} left out: only abstentions"
+    return JudgeChoice(usable[0], reason)
+
+
+def pick_judge(verdicts: pd.DataFrame, judge: str | None) -> str | None:
+    choice = choose_judge(verdicts, judge)
+    if len(judge_names(verdicts)) > 1 or (choice.name is None and judge_names(verdicts)):
+        # several judges (or a silent one): say which one scores the device side, and why
+        log.warning("using %s", choice.reason)
+    return choice.name
 
 
 def resolve_outcomes(episodes: pd.DataFrame, verdicts: pd.DataFrame, judge: str | None) -> pd.DataFrame:
@@ -231,9 +268,13 @@ def traces_from_stores(
     return out
 
 
+VIRTUAL_PHONE_TRUTH = "virtual-phone-truth"  # the verifier name devices.phone_target records
+
+
 def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
     """One row per (judged episode, judge) with ground truth: a human label (majority of labellers),
-    else the clone verifier on clone episodes, else real-side checks; missing when none exists."""
+    else the clone verifier on clone episodes, else a virtual phone's own verifier
+    (`virtual-phone-truth`), else real-side checks; missing when none exists. `truth_source` says which."""
     episodes = stores.episodes()
     verdicts = stores.verdicts()
     if verdicts.empty:
@@ -243,6 +284,9 @@ def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
     # An "unsure" label (abstained) is no ground truth either way.
     human = human_rows[~human_rows["abstained"].astype(bool)].groupby("key")["success"].mean()
     verifier = _latest(verdicts, "verifier").groupby("key")["success"].all()
+    # A virtual phone's apps are clones: their verifier is ground truth on the device side too
+    # (a test rig's truth, labelled so; a real phone has none).
+    vphone = _latest(verdicts, "verifier", VIRTUAL_PHONE_TRUTH).groupby("key")["success"].all()
     checks = _latest(verdicts, "checks").groupby("key")["success"].all()
     judged = _latest(verdicts, "judge")
     judged = judged[judged["key"].isin(ep.index)]
@@ -261,6 +305,8 @@ def audit_table_from_stores(stores: StoreSet) -> pd.DataFrame:
             truth, source = bool(verifier[v.key]), "verifier"
         elif str(e["env"]).startswith("clone") and e["success"] is not None and e["success"] == e["success"]:
             truth, source = bool(e["success"]), "verifier"
+        elif v.key in vphone.index:
+            truth, source = bool(vphone[v.key]), VIRTUAL_PHONE_TRUTH
         elif v.key in checks.index:
             truth, source = bool(checks[v.key]), "checks"
         rows.append(

@@ -19,7 +19,7 @@ from realbench.errors import ConfigError, UnknownNameError
 from realbench.golden import GoldenAgent
 from realbench.real_allowed import SkippedTask, split_real_allowed
 from realbench.run_config import RunConfig
-from realbench.runner import LocalRunner, default_run_id, plan_episodes
+from realbench.runner import LocalRunner, default_run_id, plan_episodes, summarize
 from realbench.store import RunStore
 from realbench.taskpack import TaskPack, load_pack
 
@@ -108,6 +108,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             hint="use it with --target clone-on-phone or real, without --scheduler ray",
         )
     pack = load_pack(c.pack)
+    preflight_run(c, kind)
     keys = plan_episodes(pack, task_ids=parse_task_selection(c.tasks), repeats=c.repeats, seed=c.seed)
     skipped: list[SkippedTask] = []
     gate: dict[str, Any] = {}
@@ -121,6 +122,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             virtual=_rig_is_virtual(c.rig),
             confirmed=c.confirm_manual,
         )
+    preflight_phones(c, kind)
     factory = make_agent_factory(c.agent, pack, c.agent_options.model_dump(), c.seed)
     if c.agent == "golden" and kind is TargetKind.REAL:
         factory = partial(GoldenAgent, real_side=True)
@@ -155,6 +157,8 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             )
         else:
             targets = stack.enter_context(phone_targets(pack, kind, c.rig))
+            if kind is TargetKind.REAL and c.scheduler == "local":
+                _check_pinned_versions(pack, targets)
             if kind is TargetKind.REAL and c.certified is not None:
                 from devices.real_gate import apply_certificate
 
@@ -183,6 +187,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             max_attempts=c.max_attempts,
             progress=c.progress,
             execute=executor,
+            retry_given_up=c.retry_given_up,
         )
         if c.video:
             from devices.episode_video import with_video
@@ -191,9 +196,54 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         summary = runner.run(keys)
     if gate:
         summary.data["real_gate"] = gate
+    # summary.json covers every run of the store (a store holds base and trained side by side);
+    # its top level stays the run just made.
+    this_run = dict(summary.data)
+    summary.data["runs"] = {
+        r["run_id"]: (this_run if r["run_id"] == rid else summarize(store, r["run_id"]).data)
+        for r in store.runs()
+    }
     summary.write(c.out / "summary.json")
     store.close()
     return summary.data
+
+
+def preflight_run(c: RunConfig, kind: TargetKind) -> None:
+    """What can be checked before anything is started: the model endpoint serves --model and the
+    drift profile exists."""
+    if c.agent == "openai" and c.agent_options.base_url and c.agent_options.model:
+        from realbench.agents.endpoint_check import check_served
+
+        check_served(c.agent_options.base_url, c.agent_options.model, api_key_env=c.agent_options.api_key_env)
+    if c.drift is not None:
+        from clones.drift import drift_profile
+
+        drift_profile(c.drift)
+
+
+def preflight_phones(c: RunConfig, kind: TargetKind) -> None:
+    """Every phone of the rig that this host drives is attached (phones on another host need Ray)."""
+    if kind is not TargetKind.CLONE and c.rig is not None:
+        from devices.preflight import check_phones_listed
+        from devices.rig import load_rig
+
+        rig = load_rig(c.rig)
+        check_phones_listed(rig, rig.phones, scheduler=c.scheduler)
+
+
+def _check_pinned_versions(pack: TaskPack, targets: list[Target]) -> None:
+    from devices.farm.rig_targets import FarmTarget
+    from devices.preflight import check_app_versions
+
+    package = pack.real_app.package
+    phones: dict[str, object] = {}
+    pins: list[str | None] = [pack.real_app.version]
+    for t in targets:
+        if isinstance(t, FarmTarget):
+            phones[t.serial] = t.pool.phone(t.serial)
+            pin = t.pool.rig.app_pin(package)
+            pins.append(pin.version if pin else None)
+    check_app_versions(phones, package, pins)
 
 
 def _rig_is_virtual(rig: Path | None) -> bool:

@@ -281,7 +281,13 @@ class PhoneDevice:
         try:
             adb.wait_for(self._serial, state="device", timeout=self.retry.reconnect_timeout_s)
         except (adbutils.AdbError, adbutils.AdbTimeout) as exc:
-            raise DeviceLost(f"phone {self._serial} is not online: {exc}") from None
+            state = states.get(self._serial)
+            listed = f"listed as {state!r}" if state else "not listed by `adb devices` on this host"
+            raise DeviceLost(
+                f"phone {self._serial} is not online: {listed} ({type(exc).__name__} after "
+                f"{self.retry.reconnect_timeout_s:.0f} s)",
+                hint="check the cable, USB debugging and the RSA prompt on the phone",
+            ) from None
 
     def recover(self, *, restart_server: bool = False) -> None:
         """Reattach the transport and restart the uiautomator server if it does not answer (or

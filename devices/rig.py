@@ -114,6 +114,12 @@ class Account(_Strict):
     def env_names(self) -> list[str]:
         return [n for n in (self.username_env, self.password_env) if n]
 
+    def login_env_names(self) -> list[str]:
+        """The environment variables the login recipe will read: only those its steps type."""
+        typed = " ".join(step.text for step in self.login if step.text)
+        fields = (("username", self.username_env), ("password", self.password_env))
+        return [env for key, env in fields if env and "{" + key + "}" in typed]
+
     def credentials(self) -> dict[str, str]:
         """{username, password} read from the environment now; raises ConfigError naming what is missing."""
         out: dict[str, str] = {}
@@ -210,6 +216,15 @@ class Rig(_Strict):
 
     def missing_env(self) -> list[str]:
         return [n for n in self.env_names() if not os.environ.get(n)]
+
+    def missing_login_env(self, package: str, phones: list[PhoneSpec] | None = None) -> list[str]:
+        """Unset variables that a login recipe will read on a run of `package` (a ticketing run
+        does not need the bank account's password, nor an account without a recipe its own)."""
+        used = {a for p in (self.phones if phones is None else phones) for a in p.accounts}
+        if self.virtual is not None:
+            used |= set(self.virtual.accounts)
+        names = {n for a in self.accounts if a.name in used and a.app == package for n in a.login_env_names()}
+        return sorted(n for n in names if not os.environ.get(n))
 
     def secret_values(self) -> list[str]:
         """The current values of every secret the rig names (for redaction; never to be written)."""

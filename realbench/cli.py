@@ -16,6 +16,21 @@ from rich.console import Console
 
 from realbench.errors import RealbenchError
 
+
+def _hide_flag_type() -> None:
+    """Typer's rich help shows `<bool>` beside a flag as if it took a value; a flag takes none."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign,assignment]
+
+
+_hide_flag_type()
+
 app = typer.Typer(
     name="realbench",
     help="Sim-to-real testbed for mobile GUI agents: clones, task packs, a device farm and gain-retention analysis.",
@@ -52,6 +67,9 @@ def check_pack_cmd(
     rig: Annotated[
         Path | None, typer.Option("--rig", help="Also list tasks this rig's accounts cannot instantiate")
     ] = None,
+    list_tasks: Annotated[
+        bool, typer.Option("--list", help="Also list every task: id and instruction (what --tasks takes)")
+    ] = False,
 ) -> None:
     """Validate task packs: schema, registered clone/verifier names, verifier arguments and answers
     against the verifiers' contracts, setup data, commit-boundary safety rules, and safety by effect
@@ -88,6 +106,11 @@ def check_pack_cmd(
             console.print(
                 f"[green]ok[/] {pack.path}: {len(pack.tasks)} tasks for {pack.app} ({pack.real_app.package})"
             )
+        if list_tasks:
+            report[str(path)]["task_ids"] = [t.id for t in pack.tasks]  # type: ignore[index]
+            if not as_json:
+                for t in pack.tasks:
+                    console.print(f"  {t.id}  [dim]{t.instruction}[/]", highlight=False, soft_wrap=True)
         if rig is not None:
             from devices.fixtures import uninstantiable
             from devices.rig import load_rig
@@ -162,7 +185,12 @@ def run_cmd(
         int, typer.Option("--workers", min=1, help="Parallel headless clone environments")
     ] = 1,
     run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Name of the run inside the store (default AGENT@TARGET)")
+        str | None,
+        typer.Option(
+            "--run-id",
+            help="Name of the run inside the store (default: AGENT@TARGET with every character other than "
+            "letters, digits, '.', '_' and '-' written '-', e.g. openai-base-clone, golden-real)",
+        ),
     ] = None,
     rig: Annotated[
         Path | None, typer.Option("--rig", help="Rig file for phone targets (rigs/*.yaml)")
@@ -182,22 +210,56 @@ def run_cmd(
         str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (--agent openai)")
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model name at the endpoint")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="qwen-mobile | ui-tars | json")] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="qwen-mobile | ui-tars | json (default: qwen-mobile)")
+    ] = None,
     api_key_env: Annotated[
-        str | None, typer.Option("--api-key-env", help="Environment variable holding the API key")
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="Environment variable holding the API key (default: REALBENCH_API_KEY or OPENAI_API_KEY if set, else no key)",
+        ),
     ] = None,
     max_pixels: Annotated[
-        int | None, typer.Option("--max-pixels", help="Pixel budget per screenshot (default: the format's)")
+        int | None,
+        typer.Option(
+            "--max-pixels",
+            help="Pixel budget per screenshot (default: the format's: 1003520 for qwen-mobile and json, "
+            "12845056 for ui-tars)",
+        ),
     ] = None,
     history_images: Annotated[
-        int | None, typer.Option("--history-images", min=1, help="Screenshots per request, current included")
+        int | None,
+        typer.Option(
+            "--history-images",
+            min=1,
+            help="Screenshots per request, current included (default: the format's window)",
+        ),
     ] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", min=0.0)] = None,
-    max_tokens: Annotated[int | None, typer.Option("--max-tokens", min=1)] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", min=0.0, help="Sampling temperature (default: 0.0)")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Largest reply in tokens (default: 512)")
+    ] = None,
     max_attempts: Annotated[
-        int, typer.Option("--max-attempts", min=1, help="Attempts per episode when the device fails")
+        int,
+        typer.Option(
+            "--max-attempts",
+            min=1,
+            help="Attempts per episode when the environment fails (an unscored abort), across phones; "
+            "then the episode is given up",
+        ),
     ] = 3,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    retry_given_up: Annotated[
+        bool,
+        typer.Option(
+            "--retry-given-up", help="On a rerun, give given-up episodes another --max-attempts attempts"
+        ),
+    ] = False,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on stderr")
+    ] = True,
     confirm_manual: Annotated[
         bool,
         typer.Option("--confirm-manual", help="The tasks' manual preconditions hold (recorded in the run)"),
@@ -240,14 +302,18 @@ def run_cmd(
             max_tokens=max_tokens,
         ),
         max_attempts=max_attempts,
+        retry_given_up=retry_given_up,
         progress=progress,
         confirm_manual=confirm_manual,
         certified=certified,
         video=video,
     )
+    from realbench.runner import raise_if_unusable
+
     summary = run_pack(config)
     _print_summary(summary)
     _print_skipped(summary)
+    raise_if_unusable(summary)
 
 
 def _print_summary(data: dict[str, object]) -> None:
@@ -261,6 +327,21 @@ def _print_summary(data: dict[str, object]) -> None:
         f"{data['aborted']} aborted, abort rate {float(data['abort_rate']):.1%}"  # type: ignore[arg-type]
         + (f", [yellow]{data['damaged']} damaged[/]" if data.get("damaged") else "")
     )
+    if data.get("not_run"):
+        console.print(
+            f"[red]{data['not_run']} episode(s) not run[/]: every phone was quarantined "
+            "(`realbench devices --rig …` shows why)",
+            soft_wrap=True,
+        )
+    reasons = data.get("given_up_reasons") or {}
+    if isinstance(reasons, dict) and reasons:
+        console.print(
+            f"[yellow]{data.get('given_up')} episode(s) given up[/] (every attempt failed on the environment; "
+            "`--retry-given-up` retries them):",
+            soft_wrap=True,
+        )
+        for reason, count in reasons.items():
+            console.print(f"  {count}× {reason}", highlight=False, soft_wrap=True)
     outcomes = data.get("outcomes") or {}
     if isinstance(outcomes, dict) and outcomes:
         table = Table("outcome", "attempts")
@@ -523,7 +604,8 @@ def devices_cmd(
     ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """The rig's phones: serial, model, health, app versions, leased / quarantined, flake rate."""
+    """The rig's phones: serial, model, health, app versions, leased / quarantined, flake rate.
+    Exits 0 only when every phone is ready (with --check), so scripts can wait until all are ok."""
     import json
 
     from devices.farm.device_table import device_rows, render_table
@@ -533,8 +615,14 @@ def devices_cmd(
     rows = device_rows(loaded, check=check)
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
-        return
-    console.print(render_table(loaded.name, rows))
+    else:
+        console.print(render_table(loaded.name, rows))
+    if check:
+        from devices.farm.device_table import raise_if_unhealthy
+
+        raise_if_unhealthy(
+            rows, expected=len(loaded.phones) or (loaded.virtual.count if loaded.virtual else 0)
+        )
 
 
 @app.command("select")
@@ -758,7 +846,11 @@ def judge_cmd(
     images: Annotated[int, typer.Option("--images", min=1, help="Screenshots shown to the judge")] = 3,
     sampling: Annotated[str, typer.Option("--sampling", help="last | uniform")] = "last",
     api_key_env: Annotated[
-        str | None, typer.Option("--api-key-env", help="Environment variable holding the API key")
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="Environment variable holding the judges' API key (default: REALBENCH_API_KEY or OPENAI_API_KEY if set, else no key)",
+        ),
     ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes judged at once")] = 8,
     cache: Annotated[
@@ -773,12 +865,19 @@ def judge_cmd(
     judge_decided: Annotated[
         bool, typer.Option("--judge-decided", help="Also judge episodes the checks decide (judge audits)")
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object instead of the table.")
+    ] = False,
 ) -> None:
     """Judge a run's episodes: deterministic checks first, then each VLM judge; verdicts go into the store."""
     import json
 
-    from realbench.judge.judge_run import judge_run
+    from realbench.agents.endpoint_check import check_served
+    from realbench.judge.judge_run import judge_run, parse_judge_spec
 
+    for spec in judges:  # a wrong URL, key or model name is one line now, not a failed request per episode
+        name, url, model = parse_judge_spec(spec)
+        check_served(url, model, api_key_env=api_key_env, what=f"judge {name}'s model")
     summary = judge_run(
         rundir,
         judges,
@@ -794,7 +893,13 @@ def judge_cmd(
         price_out_per_mtok=price_out,
         judge_decided=judge_decided,
     )
-    console.print_json(json.dumps(summary))
+    from realbench.judge.judge_report import judge_table, raise_if_no_verdicts
+
+    if as_json:
+        print(json.dumps(summary, ensure_ascii=False))
+    else:
+        console.print(judge_table(summary))
+    raise_if_no_verdicts(summary, [parse_judge_spec(j)[0] for j in judges])
 
 
 @app.command("parse-action")
@@ -820,26 +925,42 @@ def serve_model_cmd(
         str | None, typer.Argument(help="Checkpoint folder or hub id (not needed with --check)")
     ] = None,
     name: Annotated[
-        str | None, typer.Option("--name", help="Served model name (what --model refers to)")
+        str | None,
+        typer.Option(
+            "--name",
+            help="Served model name, what --model refers to (default: the checkpoint folder's name); "
+            "with --check: the name that must be served",
+        ),
     ] = None,
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Address the server listens on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port the server listens on")] = 8000,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel GPUs")] = 1,
     gpus: Annotated[
         str | None, typer.Option("--gpus", help="CUDA_VISIBLE_DEVICES for this server, e.g. 0 or 2,3")
     ] = None,
-    max_model_len: Annotated[int, typer.Option("--max-model-len")] = 32768,
+    max_model_len: Annotated[
+        int, typer.Option("--max-model-len", help="Context length in tokens (prompt + reply)")
+    ] = 32768,
     max_images: Annotated[
-        int | None, typer.Option("--max-images", help="Images per prompt (default: the format's window)")
+        int | None,
+        typer.Option(
+            "--max-images",
+            help="Images per prompt (default: the format's window: 1 for qwen-mobile, 5 for ui-tars)",
+        ),
     ] = None,
     max_pixels: Annotated[
-        int | None, typer.Option("--max-pixels", help="Pixel budget per image (default: the format's policy)")
+        int | None,
+        typer.Option(
+            "--max-pixels",
+            help="Pixel budget per image (default: the format's: 1003520 for qwen-mobile and json, "
+            "12845056 for ui-tars)",
+        ),
     ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="The format clients will use: it sets the image limits")
     ] = "qwen-mobile",
     max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", help="Server-side cap on generated tokens")
+        int | None, typer.Option("--max-tokens", help="Server-side cap on generated tokens (default: none)")
     ] = None,
     gpu_mem: Annotated[float, typer.Option("--gpu-mem", help="Fraction of GPU memory vLLM may use")] = 0.90,
     tools: Annotated[
@@ -849,24 +970,40 @@ def serve_model_cmd(
         str | None,
         typer.Option("--api-key-env", help="Environment variable holding the key clients must send"),
     ] = None,
-    log_file: Annotated[Path, typer.Option("--log", help="Server log file")] = Path("out/vllm.log"),
+    log_file: Annotated[Path, typer.Option("--log", help="File the vLLM server's output goes to")] = Path(
+        "out/vllm.log"
+    ),
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the server to be ready")
     ] = 900.0,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the vllm command and exit")] = False,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", min=0, help="With --check: keep trying this many seconds while nothing answers"
+        ),
+    ] = 0.0,
     check: Annotated[
-        str | None, typer.Option("--check", help="Only check that the endpoint URL answers")
+        str | None,
+        typer.Option(
+            "--check",
+            help="Only check the endpoint at this URL (…/v1): it answers, accepts the key of --api-key-env "
+            "and, with --name, serves that model",
+        ),
     ] = None,
 ) -> None:
     """Serve a Qwen-VL-class checkpoint with vLLM (OpenAI-compatible), or check an endpoint is up."""
     import shlex
 
-    from realbench.agents.serve import ServeConfig, list_models, serve_limits, serve_model, vllm_command
+    from realbench.agents.serve import ServeConfig, serve_limits, serve_model, vllm_command
     from realbench.errors import ConfigError
 
     if check is not None:
-        models = list_models(check)
-        console.print(f"[green]up[/] {check}: {', '.join(models) or '(no models listed)'}")
+        from realbench.agents.endpoint_check import check_served
+
+        models = check_served(check, name, api_key_env=api_key_env, what="--name", wait_s=wait)
+        served = f"serves {name}" if name else f"serves {', '.join(models) or '(no models listed)'}"
+        console.print(f"[green]up[/] {check}: {served}", soft_wrap=True)
         return
     if model is None:
         raise ConfigError(

@@ -134,3 +134,21 @@ class BoundaryBlocked(RealbenchError):
         self.control = control
         self.hierarchy = hierarchy
         self.screenshot = screenshot
+
+
+class PreflightError(ConfigError):
+    """Something a run needs is missing, found before the first episode (endpoint, model, phone,
+    drift profile, app version). One line says what and where; the hint says what to do."""
+
+
+class RunFailedError(RealbenchError):
+    """A command finished but produced nothing usable (every episode aborted, every phone
+    quarantined, every judge verdict an endpoint failure or an abstention)."""
+
+    exit_code = 3
+
+
+class UnhealthyDevicesError(DeviceError):
+    """`realbench devices`: at least one phone is not ready for an episode."""
+
+    exit_code = 4

@@ -47,6 +47,7 @@ class RunConfig(BaseModel):
     scale: float = Field(default=2.625, gt=0)  # device pixel ratio of headless clones
     agent_options: AgentOptions = Field(default_factory=AgentOptions)
     max_attempts: int = Field(default=3, ge=1)  # attempts per episode when the device fails
+    retry_given_up: bool = False  # a rerun gives given-up episodes another max_attempts attempts
     progress: bool = True
     confirm_manual: bool = False  # real: the tasks' manual preconditions hold (recorded in the run)
     certified: Path | None = None  # real: run only the tasks this certification file certifies

@@ -83,6 +83,7 @@ class _Item:
     key: EpisodeKey
     attempt: int
     avoid: set[str] = field(default_factory=set)
+    last_attempt: int = DEFAULT_MAX_ATTEMPTS - 1  # the attempt number after which it is given up
 
 
 @dataclass
@@ -134,6 +135,7 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
             }
     runs = {r["run_id"]: r for r in store.runs()}
     meta = runs.get(run_id, {})
+    given_up = _given_up_reasons(frame, {k for k, outs in attempts.items() if not outs[-1].scored})
     data = {
         "run_id": run_id,
         "agent": meta.get("agent"),
@@ -144,6 +146,9 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         "success_rate": successes / (scored - undecided) if scored > undecided else None,
         "undecided": undecided,
         "aborted": aborted,
+        # episodes whose every attempt failed on the environment; `run --retry-given-up` retries them
+        "given_up": aborted,
+        "given_up_reasons": given_up,
         "attempts": total_attempts,
         "damaged": len(set(store.damaged()) & store.episode_ids(run_id)),
         "abort_rate": outcomes.get(str(Outcome.ENV_INVALID), 0) / total_attempts if total_attempts else 0.0,
@@ -156,6 +161,43 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         "skipped": list((meta.get("config") or {}).get("skipped") or []),
     }
     return RunSummary(run_id, data)
+
+
+REASON_CHARS = 120
+
+
+def raise_if_unusable(data: dict[str, Any]) -> None:
+    """A run that scored nothing, or stopped because every phone was set aside, is a failure of
+    the command (non-zero exit), not a result."""
+    from realbench.errors import RunFailedError
+
+    reasons = data.get("given_up_reasons") or {}
+    why = "; ".join(f"{n}× {r}" for r, n in list(reasons.items())[:3])
+    if data.get("quarantined_all"):
+        raise RunFailedError(
+            f"run {data['run_id']}: every phone was quarantined; {data.get('not_run')} episode(s) were not run"
+            + (f" (last failures: {why})" if why else ""),
+            hint="see `realbench devices --rig …`, fix the phones, then rerun the same command (it resumes)",
+        )
+    if not data.get("episodes") and data.get("aborted"):
+        raise RunFailedError(
+            f"run {data['run_id']}: every episode aborted ({data['aborted']} given up): {why or 'env_invalid'}",
+            hint="fix the cause above, then rerun the same command with --retry-given-up",
+        )
+
+
+def _given_up_reasons(frame: Any, keys: set[EpisodeKey]) -> dict[str, int]:
+    """The last attempt's error of each given-up episode, counted (most common first)."""
+    if not keys or frame.empty:
+        return {}
+    reasons: Counter[str] = Counter()
+    last = frame.sort_values("attempt").groupby(["task", "seed", "repeat"]).tail(1)
+    for row in last.itertuples(index=False):
+        if EpisodeKey(row.task, int(row.seed), int(row.repeat)) in keys:
+            error = getattr(row, "error", None)
+            text = str(error).splitlines()[0] if isinstance(error, str) and error else ""
+            reasons[text[:REASON_CHARS] or str(row.outcome)] += 1
+    return dict(reasons.most_common())
 
 
 class LocalRunner:
@@ -172,6 +214,7 @@ class LocalRunner:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         progress: bool = True,
         execute: EpisodeExecutor | None = None,
+        retry_given_up: bool = False,
     ) -> None:
         if not targets:
             raise ConfigError(
@@ -185,6 +228,8 @@ class LocalRunner:
         self.max_attempts = max_attempts
         self.progress = progress
         self.execute = execute or self._execute_here
+        self.retry_given_up = retry_given_up
+        self.not_run = 0
         self._agents: dict[int, Agent] = {}
 
     def _execute_here(self, target: Target, key: EpisodeKey) -> EpisodeResult:
@@ -199,10 +244,17 @@ class LocalRunner:
         items = []
         for key in keys:
             outs = done.get(key, [])
-            if any(o.scored for o in outs) or len(outs) >= self.max_attempts:
+            if any(o.scored for o in outs):
                 continue
             # after `store repair` re-queued a damaged attempt the numbers may have a gap
-            items.append(_Item(key, attempt=max(numbers.get(key, [-1])) + 1))
+            first = max(numbers.get(key, [-1])) + 1
+            if len(outs) >= self.max_attempts:
+                if not self.retry_given_up:
+                    continue
+                # a given-up episode gets a fresh budget of max_attempts attempts
+                items.append(_Item(key, attempt=first, last_attempt=first + self.max_attempts - 1))
+                continue
+            items.append(_Item(key, attempt=first, last_attempt=first + self.max_attempts - len(outs) - 1))
         return items
 
     def run(self, keys: list[EpisodeKey]) -> RunSummary:
@@ -259,8 +311,8 @@ class LocalRunner:
                 after = getattr(target, "after_episode", None)
                 if callable(after):
                     after(result)
-                if result.outcome is Outcome.ENV_INVALID and item.attempt + 1 < self.max_attempts:
-                    work.put(_Item(item.key, item.attempt + 1, item.avoid | {serial}))
+                if result.outcome is Outcome.ENV_INVALID and item.attempt < item.last_attempt:
+                    work.put(_Item(item.key, item.attempt + 1, item.avoid | {serial}, item.last_attempt))
                     bar.set_postfix_str(f"rerun {item.key.task} ({result.error or 'env_invalid'})"[:60])
                     continue
                 bar.update(1)
@@ -282,4 +334,8 @@ class LocalRunner:
             raise RuntimeError(f"episode worker failed: {exc!r}") from exc
         if outstanding[0] > 0:
             log.warning("%d episodes were not run: every target was quarantined", outstanding[0])
-        return summarize(self.store, self.run_id, max_attempts=self.max_attempts)
+        self.not_run = max(0, outstanding[0])
+        summary = summarize(self.store, self.run_id, max_attempts=self.max_attempts)
+        summary.data["not_run"] = self.not_run
+        summary.data["quarantined_all"] = self.not_run > 0
+        return summary

@@ -457,7 +457,8 @@ class TaskPack(_Strict):
             if t.id == task_id:
                 return t
         raise ConfigError(
-            f"pack {self.app!r} has no task {task_id!r}", hint="run `realbench check-pack` to list tasks"
+            f"pack {self.app!r} has no task {task_id!r}",
+            hint=f"`realbench check-pack --list {self.path or 'PACK'}` lists its tasks",
         )
 
     def package_for(self, task: Task) -> str:

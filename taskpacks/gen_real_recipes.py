@@ -1,7 +1,7 @@
 """Bootstraps `taskpacks/<app>/real.yaml` (real-side recipes) from a pack's clone golden plans.
 
 One-shot: it translates the clone's plan into the real app's selectors where public evidence
-names them (shared/REAL_APPS.md), turns the pack's prose `real.setup` lines into typed steps or
+names them (docs/real-apps.md), turns the pack's prose `real.setup` lines into typed steps or
 `manual:` preconditions, declares fixture needs, lists per task what cannot match the real app,
 and removes the prose lines from pack.yaml. The output is then checked by hand and by
 `realbench certify`; later edits are made in real.yaml (or by the lab console's recorder), so the

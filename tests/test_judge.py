@@ -396,7 +396,15 @@ def test_judge_command_writes_verdicts_into_the_store(tmp_path):
     with FakeModelServer([OK], repeat_last=True) as server:
         result = CliRunner().invoke(
             app,
-            ["judge", str(store_dir), "--judge", f"q={server.base_url},{FAKE_MODEL}", "--price-in", "1.0"],
+            [
+                "judge",
+                str(store_dir),
+                "--judge",
+                f"q={server.base_url},{FAKE_MODEL}",
+                "--price-in",
+                "1.0",
+                "--json",
+            ],
         )
         bad = CliRunner().invoke(app, ["judge", str(store_dir), "--judge", "no-url-here"])
     assert result.exit_code == 0, result.output

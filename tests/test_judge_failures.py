@@ -100,7 +100,7 @@ def test_judge_cli_exit_code_and_damaged_store(tmp_path):
     dead = subprocess.run([*cmd, f"q={_dead_url()},{FAKE_MODEL}"], capture_output=True,
                           text=True, env=env, timeout=120)  # fmt: skip
     assert dead.returncode != 0 and "Traceback" not in dead.stderr, dead.stderr
-    assert "every request" in dead.stderr
+    assert "no model endpoint answers" in dead.stderr  # found before the first episode
     with FakeModelServer([OK], repeat_last=True) as server:
         good = subprocess.run([*cmd, f"q={server.base_url},{FAKE_MODEL}"], capture_output=True, text=True,
                               env=env, timeout=120)  # fmt: skip

@@ -3,17 +3,59 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from devices.farm.pool import LEASE_DIR, PhonePool, lease_holder_pid, persisted_status
 from devices.farm.rig_targets import farm_pool
+from devices.preflight import NOT_LISTED_HINT, STATE_HINTS, AdbListing, adb_listing, is_this_host
 from devices.rig import Rig, load_rig
-from realbench.errors import DeviceError
+from realbench.errors import DeviceError, PreflightError, UnhealthyDevicesError
 
 
-def _row(pool: PhonePool, serial: str, *, check: bool) -> dict[str, Any]:
+def _pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _link_problem(pool: PhonePool, serial: str, listings: dict[str, AdbListing | str]) -> str | None:
+    """Why a physical phone cannot be reached, found from `adb devices` in a second (None: listed)."""
+    rec = pool.record(serial)
+    if rec.virtual:
+        return None
+    host = pool.rig.host(rec.spec.host)
+    if not is_this_host(host):
+        return f"on host {host.name} ({host.address}): not checked from this host"
+    if host.name not in listings:
+        try:
+            listings[host.name] = adb_listing(host)
+        except PreflightError as exc:
+            listings[host.name] = exc.message
+    listing = listings[host.name]
+    if isinstance(listing, str):
+        return listing
+    state = listing.states.get(serial)
+    if state is None and ":" not in serial:
+        return f"not listed by `adb devices` on this host — {NOT_LISTED_HINT}"
+    if state is not None and state != "device":
+        return f"adb state {state!r} — {STATE_HINTS.get(state, NOT_LISTED_HINT)}"
+    return None
+
+
+def _row(
+    pool: PhonePool, serial: str, *, check: bool, listings: dict[str, AdbListing | str] | None = None
+) -> dict[str, Any]:
     rec = pool.record(serial)
     row: dict[str, Any] = {
         "serial": serial,
@@ -33,9 +75,12 @@ def _row(pool: PhonePool, serial: str, *, check: bool) -> dict[str, Any]:
     }
     saved = persisted_status(serial, LEASE_DIR)
     if saved:
-        # What the last process that used the phone recorded (a new run starts from a clean slate).
+        # What the last process that used the phone recorded. A mark left by a process that has
+        # ended is history: a new run starts every phone from a clean slate.
+        live = _pid_alive(saved.get("pid"))
         row.update(
-            quarantined=bool(saved.get("quarantined")),
+            quarantined=bool(saved.get("quarantined")) and live,
+            quarantine_stale=bool(saved.get("quarantined")) and not live,
             quarantine_reason=saved.get("quarantine_reason", ""),
             flake_rate=saved.get("flake_rate"),
             episodes=saved.get("episodes"),
@@ -46,6 +91,10 @@ def _row(pool: PhonePool, serial: str, *, check: bool) -> dict[str, Any]:
         return row
     if row["leased_by_pid"] is not None:
         row["health"] = "leased (not checked: an episode is running)"
+        return row
+    problem = _link_problem(pool, serial, {} if listings is None else listings)
+    if problem is not None:
+        row["health"] = f"unreachable: {problem}" if "not checked" not in problem else problem
         return row
     try:
         phone = pool.phone(serial)
@@ -70,11 +119,37 @@ def device_rows(rig: Rig | str | Path, *, check: bool = True) -> list[dict[str, 
     if not isinstance(rig, Rig):
         rig = load_rig(rig)
     rows = []
+    listings: dict[str, AdbListing | str] = {}
     with farm_pool(rig) as pool:
         for serial in pool.serials:
             with contextlib.suppress(DeviceError):
-                rows.append(_row(pool, serial, check=check))
+                rows.append(_row(pool, serial, check=check, listings=listings))
     return rows
+
+
+def row_ready(row: dict[str, Any]) -> bool:
+    """Whether a checked phone is ready for an episode (healthy, or busy in a run, not quarantined)."""
+    if row.get("quarantined"):
+        return False
+    health = str(row.get("health", ""))
+    return health.startswith("ok") or health.startswith("leased") or health == "unchecked"
+
+
+def raise_if_unhealthy(rows: list[dict[str, Any]], expected: int) -> None:
+    """`realbench devices` exits non-zero unless every phone of the rig is ready (scriptable
+    "wait until all ok")."""
+    bad = [r for r in rows if not row_ready(r)]
+    missing = expected - len(rows)
+    if bad or missing > 0:
+        names = ", ".join(
+            f"{r['serial']} ({r['health'] if not r.get('quarantined') else 'quarantined'})" for r in bad
+        )
+        raise UnhealthyDevicesError(
+            f"{len(bad) + max(0, missing)} of {expected} phone(s) not ready"
+            + (f": {names}" if names else "")
+            + (f"; {missing} could not be listed" if missing > 0 else ""),
+            hint="fix them and rerun `realbench devices` (exit 0 when every phone is ok)",
+        )
 
 
 def render_table(rig_name: str, rows: list[dict[str, Any]]) -> Any:
@@ -97,7 +172,14 @@ def render_table(rig_name: str, rows: list[dict[str, Any]]) -> Any:
         apps = ", ".join(f"{p.rsplit('.', 1)[-1]} {v or 'missing'}" for p, v in r["apps"].items())
         leased = f"pid {r['leased_by_pid']}" if r["leased_by_pid"] is not None else "free"
         when = time.strftime("%m-%d %H:%M", time.localtime(r["recorded_at"])) if r.get("recorded_at") else ""
-        quarantined = f"yes ({when}): {r['quarantine_reason']}" if r["quarantined"] else "no"
+        if r["quarantined"]:
+            quarantined = f"yes ({when}): {r['quarantine_reason']}"
+        elif r.get("quarantine_stale"):
+            quarantined = (
+                f"no (earlier run, pid {r.get('recorded_by_pid')} at {when}: {r['quarantine_reason']})"
+            )
+        else:
+            quarantined = "no"
         flake = f"{r['flake_rate']:.1%} of {r['episodes']}" if r["flake_rate"] is not None else "-"
         table.add_row(
             r["serial"],

@@ -209,6 +209,32 @@ def running_virtual_phones() -> list[tuple[str, str | None]]:
     ]
 
 
+def mismatch_with_rig(control_url: str | None, rig: Rig) -> str | None:
+    """How a running virtual phone departs from the rig's virtual section (drift, profile, pinned
+    app versions), or None when it follows the rig."""
+    import httpx
+
+    assert rig.virtual is not None
+    if control_url is None:
+        return "no control channel"
+    try:
+        state = httpx.get(f"{control_url}/state", timeout=3).json()
+    except (httpx.HTTPError, ValueError):
+        return "its control channel does not answer"
+    problems = []
+    if state.get("drift") != rig.virtual.drift:
+        problems.append(f"drift {state.get('drift')!r}, the rig asks for {rig.virtual.drift!r}")
+    profile = (state.get("identity") or {}).get("profile")
+    if profile != rig.virtual.profile:
+        problems.append(f"profile {profile!r}, the rig asks for {rig.virtual.profile!r}")
+    apps = state.get("apps") or {}
+    for pin in rig.apps:
+        installed = (apps.get(pin.package) or {}).get("version")
+        if pin.package in apps and pin.version is not None and installed != pin.version:
+            problems.append(f"{pin.package} {installed}, the rig pins {pin.version}")
+    return "; ".join(problems) or None
+
+
 @contextlib.contextmanager
 def start_virtual_phones(
     rig: Rig, *, faults: dict[str, Any] | None = None, reuse: bool = True
@@ -231,11 +257,19 @@ def start_virtual_phones(
             control_url=control_url,
         )
 
-    up = running_virtual_phones() if reuse and faults is None else []
+    running = running_virtual_phones() if reuse and faults is None else []
+    up = [(serial, url) for serial, url in running if not mismatch_with_rig(url, rig)]
     if len(up) >= v.count:
         log.info("using %d virtual phones that are already up", v.count)
         yield [spec(serial, "vphone-up", url) for serial, url in up[: v.count]]
         return
+    if running:
+        # Phones that show another drift, profile or app version would measure another setting.
+        why = "; ".join(f"{serial}: {m}" for serial, url in running if (m := mismatch_with_rig(url, rig)))
+        log.warning(
+            "not reusing the virtual phones `vphone up` started (%s); starting the rig's own",
+            why or "too few",
+        )
     with VirtualPhoneHost() as host:
         infos = host.start(v.count, drift=v.drift, screens=v.screens, profile=v.profile, faults=faults)
         host.adb_connect()
@@ -273,10 +307,12 @@ def targets_from_rig(
         raise ConfigError("--target clone runs headless; a rig is for real and clone-on-phone")
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(farm_pool(rig, phones=phones))
-        missing = pool.rig.missing_env()
-        if missing:
+        phone_specs = [pool.record(s).spec for s in pool.serials]
+        missing = pool.rig.missing_login_env(pack.real_app.package, phone_specs)
+        if missing and kind is TargetKind.REAL:
             raise ConfigError(
-                f"rig {pool.rig.name!r} names environment variables that are not set: {', '.join(missing)}",
+                f"rig {pool.rig.name!r}: the login recipe of {pack.real_app.package} reads environment "
+                f"variables that are not set: {', '.join(missing)}",
                 hint="export them before running (their values are never written anywhere)",
             )
         server_url = clone_server_url

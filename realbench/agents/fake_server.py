@@ -191,6 +191,10 @@ class FakeModelServer:
     async def _models(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
+        # like `vllm serve --api-key`, the model list needs the key too
+        key = self.rules.api_key
+        if key is not None and request.headers.get("authorization") != f"Bearer {key}":
+            return JSONResponse({"error": {"message": "invalid API key", "code": 401}}, status_code=401)
         name = self.rules.model or FAKE_MODEL
         return JSONResponse(
             {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "realbench-fake"}]}
@@ -392,11 +396,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--model", default=FAKE_MODEL)
     parser.add_argument("--reply", default='{"type": "wait", "seconds": 1}')
+    parser.add_argument(
+        "--api-key-env", default=None, help="environment variable holding the key clients must send"
+    )
     args = parser.parse_args(argv)
+    import os
+
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     stop = threading.Event()
     _signal.signal(_signal.SIGTERM, lambda *_: stop.set())
     with FakeModelServer(
-        [args.reply], rules=RequestRules(model=args.model), repeat_last=True, port=args.port
+        [args.reply], rules=RequestRules(model=args.model, api_key=api_key), repeat_last=True, port=args.port
     ) as server:
         print(f"fake model server (test fake) at {server.base_url}", flush=True)
         try:

@@ -1,0 +1,128 @@
+"""Every shell snippet that README.md and docs/ mark runnable runs as written, so the documentation
+cannot drift from the code.
+
+A snippet is marked by an HTML comment on the line before its fence:
+
+    <!-- runnable -->
+    ```bash
+    realbench check-pack taskpacks/toy --list
+    ```
+
+It runs under `bash -euo pipefail` in a scratch folder that links the repository's data folders
+(taskpacks/, rigs/, …), with realbench on PATH, `PORT` and `JUDGE_PORT` set to free ports (snippets
+start the fake model server there) and a private virtual-phone registry. Snippets that touch
+phones (a rig, `vphone`, `devices`) are in the `farm` tier, those that open clone pages in the
+`browser` tier.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKER = "<!-- runnable -->"
+FENCE = re.compile(r"^```(bash|sh)\s*$")
+LINKED = (
+    "taskpacks",
+    "rigs",
+    "examples",
+    "benchmarks",
+    "docs",
+    "clones",
+    "devices",
+    "tests",
+    "pyproject.toml",
+)
+SNIPPET_TIMEOUT_S = 300
+PHONE_WORDS = ("--rig", "vphone", "devices ")
+BROWSER_WORDS = ("realbench run", "clone-stats", "realbench demo")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    path: Path
+    line: int  # 1-based line of the opening fence
+    code: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def runnable_snippets(paths: list[Path]) -> list[Snippet]:
+    found: list[Snippet] = []
+    for path in paths:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.strip() != MARKER:
+                continue
+            j = i + 1
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            if j >= len(lines) or not FENCE.match(lines[j].strip()):
+                raise AssertionError(f"{path}:{i + 1}: {MARKER} must precede a ```bash or ```sh block")
+            end = next((k for k in range(j + 1, len(lines)) if lines[k].strip() == "```"), None)
+            if end is None:
+                raise AssertionError(f"{path}:{j + 1}: unclosed code block")
+            found.append(Snippet(path, j + 1, "\n".join(lines[j + 1 : end]) + "\n"))
+    return found
+
+
+SNIPPETS = runnable_snippets(DOCS)
+
+
+def _params() -> list[object]:
+    params: list[object] = []
+    for s in SNIPPETS:
+        phones = any(w in s.code for w in PHONE_WORDS)
+        browser = any(w in s.code for w in BROWSER_WORDS)
+        marks = [pytest.mark.farm, pytest.mark.slow] if phones else [pytest.mark.browser] if browser else []
+        params.append(pytest.param(s, id=s.name, marks=marks))
+    return params
+
+
+def test_the_marker_convention_is_used() -> None:
+    names = {s.path.name for s in SNIPPETS}
+    assert {"README.md", "models.md", "farm.md", "adding-a-task.md"} <= names, names
+
+
+@pytest.mark.parametrize("snippet", _params())
+def test_runnable_snippet(snippet: Snippet, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in LINKED:
+        (work / name).symlink_to(ROOT / name)
+    venv_bin = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "PORT": str(free_port()),
+        "JUDGE_PORT": str(free_port()),
+        "XDG_RUNTIME_DIR": str(tmp_path),  # `vphone up` in a snippet registers its phones here only
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", snippet.code],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SNIPPET_TIMEOUT_S,
+        start_new_session=True,
+    )
+    assert done.returncode == 0, (
+        f"{snippet.name} exited {done.returncode}\n--- snippet\n{snippet.code}"
+        f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
+    )
+    assert "Traceback" not in done.stderr, done.stderr[-4000:]
