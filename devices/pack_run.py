@@ -142,7 +142,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         "skipped": [s.as_dict() for s in skipped],
         **({"real_gate": gate} if gate else {}),
     }
-    store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded)
+    eligible = None
     with ExitStack() as stack:
         if kind is TargetKind.CLONE:
             targets = stack.enter_context(
@@ -153,11 +153,16 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             if kind is TargetKind.REAL and c.certified is not None:
                 from devices.real_gate import apply_certificate
 
-                targets, kept, record = apply_certificate(
-                    c.certified, targets, list(dict.fromkeys(k.task for k in keys))
-                )
-                keys = [k for k in keys if k.task in kept]
-                gate.update(record)
+                certified = apply_certificate(c.certified, targets, list(dict.fromkeys(k.task for k in keys)))
+                targets, eligible = certified.targets, certified.may_run
+                keys = [k for k in keys if k.task in certified.task_ids]
+                skipped += certified.skipped
+                gate.update(certified.record)
+        # recorded once the certificate is applied, so `show` lists what it skipped too
+        recorded["skipped"] = [s.as_dict() for s in skipped]
+        store.ensure_run(
+            rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded
+        )
         executor = None
         if c.scheduler == "ray":
             from devices.farm.ray_scheduler import ray_executor
@@ -174,6 +179,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             max_attempts=c.max_attempts,
             progress=c.progress,
             execute=executor,
+            eligible=eligible,
         )
         summary = runner.run(keys)
     if gate:
