@@ -19,6 +19,7 @@ from devices.clone_browser import CALL_TIMEOUT_S, BrowserPool, Emulation
 from devices.clone_device import CloneDevice
 from realbench.device import DeviceKind, TargetKind
 from realbench.errors import DeviceError, DeviceLost
+from realbench.http_guard import auth_headers, client_token
 from realbench.observation import ImageFormat
 from realbench.outcome import Verdict
 from realbench.taskpack import TaskInstance, TaskPack
@@ -48,14 +49,20 @@ class CloneTarget:
         jpeg_quality: int = 80,
         drift: Drift | str | dict[str, Any] | None = None,
         emulation: Emulation | None = None,
+        token_env: str | None = None,
     ) -> None:
+        """`token_env`: the environment variable holding the clone server's token (the server's
+        default, REALBENCH_SERVER_TOKEN, is sent when set); the API calls and the page send it."""
         self.pack = pack
         self.clone = get_clone(pack.clone)
         self.server_url = server_url.rstrip("/")
         self.pool = (browser or BrowserPool.shared()).start()
         self.emulation = emulation or Emulation(scale=scale)
         self.drift = drift
-        self._http = httpx.Client(base_url=self.server_url, timeout=CALL_TIMEOUT_S)
+        token = client_token(token_env)
+        self._http = httpx.Client(
+            base_url=self.server_url, timeout=CALL_TIMEOUT_S, headers=auth_headers(token)
+        )
         self._device = CloneDevice(
             self.pool,
             self.server_url,
@@ -63,6 +70,7 @@ class CloneTarget:
             emulation=self.emulation,
             image_format=image_format,
             jpeg_quality=jpeg_quality,
+            token=token,
         )
         self._session: str | None = None
         self._starts: OrderedDict[str, tuple[str, State]] = OrderedDict()
