@@ -175,8 +175,9 @@ class CloneAppScreen:
             )
         self.close()
         self.server_url, self.session = match.group(1), match.group(2)
-        # a page link of a token-guarded server carries the token (as a browser would keep its cookie)
-        self._token = parse_qs(urlsplit(url).query).get("token", [None])[0] or client_token()
+        # Like a phone's browser: only the link can carry a token-guarded server's token (the
+        # server's cookie then keeps it); this process's environment is not the browser's.
+        self._token = parse_qs(urlsplit(url).query).get("token", [None])[0]
         self._owns_session = False
         self._device().open(self.session)
 
