@@ -36,7 +36,7 @@ from devices.secrets import install_redaction
 from devices.virtual.control import PhoneControl
 from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe, Type
 from realbench.device import Device, TargetKind
-from realbench.errors import ConfigError, DeviceError, RealbenchError, ServerError
+from realbench.errors import ConfigError, DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.hierarchy import Hierarchy, Node, Selector
 from realbench.http_guard import auth_headers, client_token
 from realbench.observation import Observation
@@ -421,9 +421,16 @@ class PhoneTarget:
         # server answers with a same-site cookie that the page's own requests then carry.
         link = f"{url}?{urlencode({'token': self._token})}" if self._token else url
         self.phone.stop_app(self.browser_package)
-        self.phone.shell(
-            ["am", "start", "-a", "android.intent.action.VIEW", "-d", link, "-p", self.browser_package]
-        )
+        try:
+            self.phone.shell(
+                ["am", "start", "-a", "android.intent.action.VIEW", "-d", link, "-p", self.browser_package]
+            )
+        except DeviceError as exc:
+            if not self._token:
+                raise
+            # the error names the command, link and token included; episodes store errors
+            kind = DeviceLost if isinstance(exc, DeviceLost) else DeviceError
+            raise kind(exc.message.replace(self._token, "***"), hint=exc.hint) from None
         if (
             wait_for(lambda: self.phone.current_app() == self.browser_package, FOREGROUND_TIMEOUT_S)
             is not True
