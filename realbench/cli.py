@@ -121,8 +121,9 @@ def certify_cmd(
 ) -> None:
     """Run each task's real setup and real golden plan on every phone (interlock armed); certify what holds.
 
-    Exit status: 0 every runnable task certified on every phone; 1 a runnable task did not certify
-    (the certification file and pages are written either way); 2 a bad rig, pack or task list.
+    Exit status: 0 every runnable task certified on every phone;
+    1 a runnable task did not certify (the certification file and pages are written anyway);
+    2 a bad rig, pack or task list.
     """
     import json
 
