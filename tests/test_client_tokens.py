@@ -99,7 +99,7 @@ def test_clone_on_phone_runs_against_a_token_guarded_server(
     _, serial = clone_phone
     pack = load_pack(ROOT / "taskpacks" / "bank" / "pack.yaml")
     task = pack.task("transfer_saved_payee")
-    spec = {"serial": serial, "profile": "generic-1080x2400", "virtual": True}
+    spec: dict[str, Any] = {"serial": serial, "profile": "generic-1080x2400", "virtual": True}
     rig = parse_rig({"name": "clone-phone", "phones": [spec]})
     # the farm's clone server reads the token from the variable, and so do its clients
     monkeypatch.setenv(DEFAULT_TOKEN_ENV, TOKEN)
