@@ -317,3 +317,41 @@ def test_a_setup_check_that_fails_makes_an_unscored_abort(relabel_phone: Any, tm
     # what reached the phone is the logged-in probe's two tab taps (我的, 首页), nothing more
     taps = [e for e in host.phone(info.serial).events.events(before) if e.kind == "tap"]
     assert len(taps) == 2, taps
+
+
+def test_every_setup_step_kind_runs_under_certify(
+    farm: tuple[VirtualPhoneHost, list[Any]], tmp_path: Path
+) -> None:
+    """The packs' recipes use only `wait_for` and `tap` in setup; the other kinds (launch, back,
+    home, type, scroll, `expect` exists/absent) run here on a bank task whose setup walks the golden
+    plan's first half. `deep_link` is not among them: the virtual phones open only clone-server
+    page links."""
+    host, (_, _, plain) = farm
+    pack = load_pack(PACKS["bank"])
+    task = pack.task("salary_card_income_feb")
+    real = task.real.model_dump(mode="json", exclude_none=True)
+    home = {"text_contains": "总资产"}
+    real["setup"] = [
+        {"do": "launch"},
+        {"do": "wait_for", "selector": home},
+        {"do": "tap", "selector": {"resource_id": "qa_open_history"}},
+        {"do": "back", "expect": [{"selector": home}]},
+        {"do": "home", "expect": [{"selector": home, "state": "absent"}]},
+        {"do": "launch", "expect": [{"selector": home}]},
+        {"do": "tap", "selector": {"resource_id": "qa_open_history"}},
+        {"do": "tap", "selector": {"resource_id": "hist_acc_a2"}},
+        {"do": "tap", "selector": {"resource_id": "btn_filter"}},
+        {"do": "type", "text": "2026-02-01", "into": {"resource_id": "start"}},
+        {"do": "scroll", "selector": {"resource_id": "btn_filter_apply"}, "direction": "up"},
+    ]
+    kinds = {step["do"] for step in real["setup"]}
+    assert kinds == {"launch", "wait_for", "tap", "back", "home", "type", "scroll"}
+    real["golden"] = real["golden"][4:]  # from typing the end date on
+    walked = task.model_copy(update={"real": type(task.real).model_validate(real)})
+    custom = pack.model_copy(update={"tasks": [walked if t.id == task.id else t for t in pack.tasks]})
+    cert = certify(parse_rig(rig_dict([plain])), custom, tmp_path, task_ids=[task.id])
+    (row,) = cert.results
+    assert row.certified and row.answer_readable, (row.failed_step, row.reason)
+    setup = [s for s in row.steps if s.phase == "setup"]
+    assert [s.kind for s in setup] == [step["do"] for step in real["setup"]] and all(s.ok for s in setup)
+    assert all(s.found and s.unique for s in setup if s.kind in ("tap", "type", "wait_for"))
