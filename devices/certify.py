@@ -43,6 +43,8 @@ STEP_TIMEOUT_S = 6.0
 MAX_ACTIONS_PER_STEP = 60
 THUMB_WIDTH = 270
 CERT_FILE = "certification.json"
+# A runnable task failed to certify; configuration errors exit 2 (ConfigError) before certifying.
+CERTIFY_FAILED_EXIT = 1
 
 
 class CertStep(BaseModel):
@@ -110,9 +112,31 @@ class Certificate(BaseModel):
     def certified_for(self, serial: str, app_version: str | None) -> set[str]:
         """Tasks certified on this phone, for this app version (another version: none)."""
         phone = next((p for p in self.phones if p.serial == serial), None)
-        if phone is None or (app_version is not None and phone.app_version != app_version):
+        if phone is None or phone.app_version is None or phone.app_version != app_version:
             return set()
         return {r.task for r in self.results if r.phone == serial and r.certified}
+
+    def why_not_certified(self, serial: str, app_version: str | None, task: str) -> str:
+        """Why `certified_for(serial, app_version)` does not hold `task`, in a few words."""
+        phone = next((p for p in self.phones if p.serial == serial), None)
+        if phone is None:
+            return "the phone was not certified"
+        if phone.app_version is None or phone.app_version != app_version:
+            return f"certified at app version {phone.app_version}, the phone has {app_version}"
+        row = next((r for r in self.results if r.phone == serial and r.task == task), None)
+        if row is None:
+            return "the task was not certified on this phone"
+        if not row.runnable:
+            return f"not runnable: {row.reason}"
+        return f"failed at {row.failed_step}: {row.reason}" if not row.certified else "certified"
+
+    def failed(self) -> list[CertResult]:
+        """Runnable tasks that did not certify (tasks that are not runnable are skipped, not failed)."""
+        return [r for r in self.results if r.runnable and not r.certified]
+
+    def exit_code(self) -> int:
+        """`realbench certify`'s exit status: 0 when every runnable task certified on every phone."""
+        return CERTIFY_FAILED_EXIT if self.failed() else 0
 
     def summary(self) -> dict[str, Any]:
         rows = [r.row() for r in self.results]

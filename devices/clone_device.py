@@ -32,6 +32,7 @@ from realbench.actions import (
 )
 from realbench.device import DeviceKind
 from realbench.errors import DeviceError, DeviceLost
+from realbench.http_guard import auth_headers
 from realbench.observation import ImageFormat, Observation, Screenshot
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,11 @@ class CloneDevice:
         image_format: ImageFormat = ImageFormat.JPEG,
         jpeg_quality: int = 80,
         serial: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.pool = pool
+        # a token-guarded server: every request of the page (its load, its event posts) carries it
+        self._headers = auth_headers(token)
         self.server_url = server_url.rstrip("/")
         self.clone = clone
         self.emulation = emulation or Emulation()
@@ -176,6 +180,8 @@ class CloneDevice:
             self._context, self._page, self._owns_context = await self.pool.new_page(self.emulation)
             self._generation = self.pool.generation
             self._page.on("crash", self._on_crash)
+            if self._headers:
+                await self._page.set_extra_http_headers(self._headers)
             self._cdp = await self._context.new_cdp_session(self._page)
         page = self._require_page()
         if session != self._session:

@@ -21,6 +21,7 @@ from devices.clone_browser import CALL_TIMEOUT_S, BrowserPool, Emulation
 from devices.clone_device import CloneDevice
 from realbench.device import DeviceKind, TargetKind
 from realbench.errors import DeviceError, DeviceLost
+from realbench.http_guard import auth_headers, client_token
 from realbench.observation import ImageFormat
 from realbench.outcome import Verdict
 from realbench.taskpack import TaskInstance, TaskPack
@@ -31,18 +32,22 @@ T = TypeVar("T")
 
 CACHE_SIZE = 256
 
-_clients: dict[str, httpx.Client] = {}
+_clients: dict[tuple[str, str | None], httpx.Client] = {}
 _clients_lock = threading.Lock()
 
 
-def server_client(server_url: str) -> httpx.Client:
-    """The process's HTTP client for a clone server. Building a client loads a TLS context (50-70 ms
-    on a loaded core), which made bringing up 100 environments seconds slower; a client is
+def server_client(server_url: str, token_env: str | None = None) -> httpx.Client:
+    """The process's HTTP client for a clone server (and token). Building a client loads a TLS context
+    (50-70 ms on a loaded core), which made bringing up 100 environments seconds slower; a client is
     thread-safe, and environments are kept apart by their server sessions, not by connections."""
+    token = client_token(token_env)
     with _clients_lock:
-        client = _clients.get(server_url)
+        key = (server_url, token)
+        client = _clients.get(key)
         if client is None or client.is_closed:
-            client = _clients[server_url] = httpx.Client(base_url=server_url, timeout=CALL_TIMEOUT_S)
+            client = _clients[key] = httpx.Client(
+                base_url=server_url, timeout=CALL_TIMEOUT_S, headers=auth_headers(token)
+            )
         return client
 
 
@@ -72,14 +77,18 @@ class CloneTarget:
         jpeg_quality: int = 80,
         drift: Drift | str | dict[str, Any] | None = None,
         emulation: Emulation | None = None,
+        token_env: str | None = None,
     ) -> None:
+        """`token_env`: the environment variable holding the clone server's token (the server's
+        default, REALBENCH_SERVER_TOKEN, is sent when set); the API calls and the page send it."""
         self.pack = pack
         self.clone = get_clone(pack.clone)
         self.server_url = server_url.rstrip("/")
         self.pool = (browser or BrowserPool.shared()).start()
         self.emulation = emulation or Emulation(scale=scale)
         self.drift = drift
-        self._http = server_client(self.server_url)
+        token = client_token(token_env)
+        self._http = server_client(self.server_url, token_env)
         self._device = CloneDevice(
             self.pool,
             self.server_url,
@@ -87,6 +96,7 @@ class CloneTarget:
             emulation=self.emulation,
             image_format=image_format,
             jpeg_quality=jpeg_quality,
+            token=token,
         )
         self._session: str | None = None
         self._starts: OrderedDict[str, tuple[str, State]] = OrderedDict()

@@ -149,7 +149,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         "skipped": [s.as_dict() for s in skipped],
         **({"real_gate": gate} if gate else {}),
     }
-    store.ensure_run(rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded)
+    eligible = None
     with ExitStack() as stack:
         if kind is TargetKind.CLONE:
             targets = stack.enter_context(
@@ -162,15 +162,20 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             if kind is TargetKind.REAL and c.certified is not None:
                 from devices.real_gate import apply_certificate
 
-                targets, kept, record = apply_certificate(
-                    c.certified, targets, list(dict.fromkeys(k.task for k in keys))
-                )
-                keys = [k for k in keys if k.task in kept]
-                gate.update(record)
+                certified = apply_certificate(c.certified, targets, list(dict.fromkeys(k.task for k in keys)))
+                targets, eligible = certified.targets, certified.may_run
+                keys = [k for k in keys if k.task in certified.task_ids]
+                skipped += certified.skipped
+                gate.update(certified.record)
         if c.video:
             from devices.episode_video import VideoTarget
 
             targets = [VideoTarget(t) for t in targets]
+        # recorded once the certificate is applied, so `show` lists what it skipped too
+        recorded["skipped"] = [s.as_dict() for s in skipped]
+        store.ensure_run(
+            rid, pack=pack.app, app=pack.app, agent=agent_name, target=kind.value, config=recorded
+        )
         executor = None
         if c.scheduler == "ray":
             from devices.farm.ray_scheduler import ray_executor
@@ -188,6 +193,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             progress=c.progress,
             execute=executor,
             retry_given_up=c.retry_given_up,
+            eligible=eligible,
         )
         if c.video:
             from devices.episode_video import with_video

@@ -217,6 +217,8 @@ class PhoneDevice:
         self._ime_list: list[str] | None = None
         self._info: dict[str, Any] = {}
         self._versions: dict[str, tuple[str | None, float]] = {}
+        # the dump a settle ended on, with the call count and time then (see observe)
+        self._settled: tuple[str, int, float] | None = None
         self._closed = False
         if connect:
             self.connect()
@@ -452,9 +454,22 @@ class PhoneDevice:
     def current_app(self) -> str | None:
         return self.info().get("currentPackageName") or None
 
+    def _take_settled(self) -> str | None:
+        """The last settle's final dump, if nothing was sent to (or asked of) the phone since and
+        the settle's quiet period has not passed: then it is the screen's hierarchy now. Once."""
+        settled, self._settled = self._settled, None
+        if settled is None or settled[1] != self.stats.calls:
+            return None
+        return settled[0] if time.monotonic() - settled[2] <= self.settle.quiet_s else None
+
+    def settled_hierarchy(self) -> str:
+        """The hierarchy now, without a second dump right after a settle that just read it."""
+        return self._take_settled() or self.hierarchy()
+
     def observe(self) -> Observation:
+        settled = self._take_settled()  # taken before the screenshot's call counts
         jpeg = self.screenshot()
-        xml = self.hierarchy()
+        xml = settled or self.hierarchy()
         app = self.current_app()
         shot = Screenshot.from_bytes(jpeg)
         return Observation(screenshot=shot, hierarchy=xml, app=app)
@@ -480,7 +495,15 @@ class PhoneDevice:
 
     def wait_until_settled(self) -> SettleResult:
         """Block until the UI hierarchy stops changing (bounded by the settle policy)."""
-        result = wait_until_settled(lambda: fingerprint(self.hierarchy()), self.settle)
+        last: list[str] = []
+
+        def probe() -> str:
+            xml = self.hierarchy()
+            last[:] = [xml]
+            return fingerprint(xml)
+
+        result = wait_until_settled(probe, self.settle)
+        self._settled = (last[0], self.stats.calls, time.monotonic()) if result.settled and last else None
         self.stats.settle_waits += 1
         self.stats.settle_s += result.waited_s
         if not result.settled:

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -31,11 +32,13 @@ from devices.farm.interlock_policy import InterlockPolicy
 from devices.phone import PhoneDevice
 from devices.recipe_runner import SetupRunner, StepRecord
 from devices.rig import Account
+from devices.secrets import install_redaction
 from devices.virtual.control import PhoneControl
 from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe, Type
 from realbench.device import Device, TargetKind
-from realbench.errors import ConfigError, DeviceError, RealbenchError, ServerError
+from realbench.errors import ConfigError, DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.hierarchy import Hierarchy, Node, Selector
+from realbench.http_guard import auth_headers, client_token
 from realbench.observation import Observation
 from realbench.outcome import Verdict
 from realbench.taskpack import TaskInstance, TaskPack
@@ -130,7 +133,10 @@ class PhoneTarget:
         browser_package: str = BROWSER_PACKAGE,
         phone_server_url: str | None = None,
         virtual_control: str | None = None,
+        token_env: str | None = None,
     ) -> None:
+        """`token_env`: the environment variable holding the clone server's token, for
+        clone-on-phone (the server's default, REALBENCH_SERVER_TOKEN, is sent when set)."""
         if kind is TargetKind.CLONE:
             raise ConfigError("PhoneTarget runs `real` or `clone-on-phone`; headless clones use CloneTarget")
         if kind is TargetKind.CLONE_ON_PHONE and not clone_server_url:
@@ -145,6 +151,9 @@ class PhoneTarget:
         # The address the phone itself uses for the server (after `adb reverse`, its own localhost).
         self.phone_server_url = (phone_server_url or clone_server_url or "").rstrip("/")
         self.browser_package = browser_package
+        self._token = client_token(token_env) if kind is TargetKind.CLONE_ON_PHONE else None
+        if self._token:
+            install_redaction([self._token])  # the phone's browser is sent it in the page's URL
         self.interlock = InterlockedDevice(phone) if kind is TargetKind.REAL else None
         self.login_screen = login_screen
         self._watched = (
@@ -379,7 +388,13 @@ class PhoneTarget:
     def _api(self, method: str, path: str, **kwargs: Any) -> Any:
         assert self.clone_server_url is not None
         try:
-            r = httpx.request(method, f"{self.clone_server_url}{path}", timeout=15, **kwargs)
+            r = httpx.request(
+                method,
+                f"{self.clone_server_url}{path}",
+                timeout=15,
+                headers=auth_headers(self._token),
+                **kwargs,
+            )
         except httpx.HTTPError as exc:
             raise ServerError(
                 f"clone server {self.clone_server_url}: {exc}", hint="is the clone server running?"
@@ -402,10 +417,20 @@ class PhoneTarget:
         self._session = sid
         self._before = self._api("GET", f"/api/sessions/{sid}/state")
         url = f"{self.phone_server_url}/s/{sid}"
+        # The phone's browser cannot send a header: the page link carries the token once and the
+        # server answers with a same-site cookie that the page's own requests then carry.
+        link = f"{url}?{urlencode({'token': self._token})}" if self._token else url
         self.phone.stop_app(self.browser_package)
-        self.phone.shell(
-            ["am", "start", "-a", "android.intent.action.VIEW", "-d", url, "-p", self.browser_package]
-        )
+        try:
+            self.phone.shell(
+                ["am", "start", "-a", "android.intent.action.VIEW", "-d", link, "-p", self.browser_package]
+            )
+        except DeviceError as exc:
+            if not self._token:
+                raise
+            # the error names the command, link and token included; episodes store errors
+            kind = DeviceLost if isinstance(exc, DeviceLost) else DeviceError
+            raise kind(exc.message.replace(self._token, "***"), hint=exc.hint) from None
         if (
             wait_for(lambda: self.phone.current_app() == self.browser_package, FOREGROUND_TIMEOUT_S)
             is not True
@@ -423,6 +448,10 @@ class PhoneTarget:
     def _delete_session(self) -> None:
         if self._session is not None and self.clone_server_url:
             with contextlib.suppress(httpx.HTTPError):
-                httpx.delete(f"{self.clone_server_url}/api/sessions/{self._session}", timeout=5)
+                httpx.delete(
+                    f"{self.clone_server_url}/api/sessions/{self._session}",
+                    timeout=5,
+                    headers=auth_headers(self._token),
+                )
         self._session = None
         self._before = None

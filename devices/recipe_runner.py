@@ -105,8 +105,10 @@ class SetupRunner:
 
     def _hierarchy(self) -> Hierarchy | None:
         xml, self._recorded = self._recorded, None
+        # right after a step's input settled, the settle's own last dump is the screen now
+        fresh = getattr(self.phone, "settled_hierarchy", None) or self.phone.hierarchy
         try:
-            return Hierarchy(xml if xml is not None else self.phone.hierarchy())
+            return Hierarchy(xml if xml is not None else fresh())
         except RealbenchError:
             return None
 
@@ -131,7 +133,7 @@ class SetupRunner:
         if not self.record:
             return
         try:
-            rec.hierarchy = self.phone.hierarchy()
+            rec.hierarchy = (getattr(self.phone, "settled_hierarchy", None) or self.phone.hierarchy)()
             rec.screenshot = self.phone.screenshot()
             self._recorded = rec.hierarchy
         except RealbenchError as exc:

@@ -142,7 +142,12 @@ def certify_cmd(
         bool, typer.Option("--confirm-manual", help="The tasks' manual preconditions hold on the phones")
     ] = False,
 ) -> None:
-    """Run each task's real setup and real golden plan on every phone (interlock armed); certify what holds."""
+    """Run each task's real setup and real golden plan on every phone (interlock armed); certify what holds.
+
+    Exit status: 0 every runnable task certified on every phone;
+    1 a runnable task did not certify (the certification file and pages are written anyway);
+    2 a bad rig, pack or task list.
+    """
     import json
 
     from devices.certify import certify_command
@@ -163,6 +168,7 @@ def certify_cmd(
                 soft_wrap=True,
             )
         console.print(f"certified {summary['certified']} of {summary['total']}")
+    raise typer.Exit(code=cert.exit_code())
 
 
 AgentOption = Annotated[

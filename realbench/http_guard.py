@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from realbench.errors import RealbenchError, ServerError
+from realbench.errors import ConfigError, RealbenchError, ServerError
 
 DEFAULT_TOKEN_ENV = "REALBENCH_SERVER_TOKEN"
 TOKEN_COOKIE = "rb_token"
@@ -112,6 +112,24 @@ def security_for(
     if host in ("0.0.0.0", "::", ""):
         allowed |= _machine_names()
     return ServerSecurity(token=token, allowed_hosts=frozenset(allowed))
+
+
+def client_token(token_env: str | None = None) -> str | None:
+    """The token a client sends: the same environment variable the server reads its token from
+    (``REALBENCH_SERVER_TOKEN`` unless told otherwise). Unset: None, and nothing is sent; a variable
+    named explicitly must be set."""
+    token = os.environ.get(token_env or DEFAULT_TOKEN_ENV) or None
+    if token is None and token_env is not None:
+        raise ConfigError(
+            f"environment variable {token_env} (the server's token) is not set",
+            hint=f"export {token_env} with the token the server was started with",
+        )
+    return token
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    """What a client adds to each request so that a token-guarded server lets it in."""
+    return {"authorization": f"Bearer {token}"} if token else {}
 
 
 def _hostname(netloc: str) -> str:

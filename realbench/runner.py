@@ -215,7 +215,10 @@ class LocalRunner:
         progress: bool = True,
         execute: EpisodeExecutor | None = None,
         retry_given_up: bool = False,
+        eligible: Callable[[Target, EpisodeKey], bool] | None = None,
     ) -> None:
+        """`eligible(target, key)`: whether that target may run that episode (e.g. only the tasks
+        certified for a phone); by default every target may run every episode."""
         if not targets:
             raise ConfigError(
                 "no targets to run on", hint="check the rig (realbench devices --rig …) or --workers"
@@ -230,6 +233,7 @@ class LocalRunner:
         self.execute = execute or self._execute_here
         self.retry_given_up = retry_given_up
         self.not_run = 0
+        self.eligible = eligible or (lambda _target, _key: True)
         self._agents: dict[int, Agent] = {}
 
     def _execute_here(self, target: Target, key: EpisodeKey) -> EpisodeResult:
@@ -267,7 +271,8 @@ class LocalRunner:
             work.put(item)
         outstanding = [len(items)]
         cond = threading.Condition()
-        live = [len(self.targets)]
+        live_targets = list(self.targets)
+        serials: dict[int, str] = {}  # filled by each worker (describe may talk to its phone)
         errors: list[BaseException] = []
         bar = tqdm(
             total=len(items), desc=f"{self.run_id}", unit="ep", disable=not self.progress, dynamic_ncols=True
@@ -278,8 +283,20 @@ class LocalRunner:
                 outstanding[0] -= 1
                 cond.notify_all()
 
+        def another_may_run(target: Target, item: _Item, *, avoid: bool = True) -> bool:
+            """Whether a live target other than `target` may run the item (and, with `avoid`, has
+            not failed it before)."""
+            with cond:
+                others = [t for t in live_targets if t is not target]
+            return any(
+                not (avoid and serials.get(id(t)) in item.avoid) and self.eligible(t, item.key)
+                for t in others
+            )
+
         def worker(target: Target) -> None:
             serial = str(target.describe().get("serial", id(target)))
+            with cond:
+                serials[id(target)] = serial
             while True:
                 with cond:
                     if outstanding[0] <= 0:
@@ -288,7 +305,16 @@ class LocalRunner:
                     item = work.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                if serial in item.avoid and live[0] > 1 and len(item.avoid) < live[0]:
+                if not self.eligible(target, item.key):
+                    if another_may_run(target, item, avoid=False):
+                        work.put(item)  # for a target that may run it
+                        time.sleep(0.05)
+                        continue
+                    log.warning("%s: no live target may run it; not run", item.key.task)
+                    bar.update(1)
+                    finish_one()
+                    continue
+                if serial in item.avoid and another_may_run(target, item):
                     work.put(item)  # let another phone take the rerun
                     time.sleep(0.05)
                     continue
@@ -297,7 +323,7 @@ class LocalRunner:
                     log.warning("target %s is quarantined; its worker stops", serial)
                     work.put(item)
                     with cond:
-                        live[0] -= 1
+                        live_targets.remove(target)
                     return
                 try:
                     result = self.execute(target, item.key)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -205,11 +205,14 @@ def test_dropped_connection_raises_then_adb_reconnects(host: VirtualPhoneHost) -
     phone = host.phones[1]
     d2 = u2.connect(phone.serial)
     phone.set_faults(drop_after_steps=1)
+    drops = phone.drops
     d2.click(10, 10)  # the step happens, then the cable goes
-    time.sleep(0.2)
+    # Wait for what a fixed sleep only hoped for: the phone dropped the link and the adb server
+    # no longer lists it as a usable device (it retries TCP devices only seconds later).
+    _wait_until(lambda: phone.drops > drops, "the phone never dropped its ADB connection")
+    _wait_until(lambda: _adb_state(phone.serial) != "device", "the adb server never saw the drop")
     with pytest.raises(adbutils.AdbError, match="offline|not found"):
         d2.click(20, 20)
-    assert phone.drops >= 1
     deadline = time.time() + 10
     while time.time() < deadline:  # the adb server reconnects TCP devices by itself
         try:
@@ -219,6 +222,19 @@ def test_dropped_connection_raises_then_adb_reconnects(host: VirtualPhoneHost) -
             time.sleep(0.3)
     else:
         pytest.fail("adb server did not reconnect the phone")
+
+
+def _adb_state(serial: str) -> str | None:
+    """The adb server's state of a device ("device", "offline"...), None when it is not listed."""
+    return next((info.state for info in adbutils.adb.list() if info.serial == serial), None)
+
+
+def _wait_until(condition: Callable[[], bool], failure: str, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(failure)
+        time.sleep(0.02)
 
 
 def test_drop_mid_request_surfaces_as_remote_disconnected(host: VirtualPhoneHost) -> None:

@@ -11,7 +11,6 @@ SnapshotMismatch, ConfigError, WorkerLost...), with the service's message and hi
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import httpx
@@ -19,7 +18,8 @@ import numpy as np
 
 from devices.rl.errors import ErrorInfo
 from devices.rl.transitions import Transition
-from realbench.errors import ConfigError, RealbenchError, ServerError
+from realbench.errors import RealbenchError, ServerError
+from realbench.http_guard import auth_headers, client_token
 
 Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
@@ -32,17 +32,13 @@ class RolloutClient:
         self, base_url: str, *, timeout: float = 120.0, image: str = "array", token_env: str | None = None
     ) -> None:
         """`token_env` names the environment variable holding the service's token (needed when the
-        service listens off loopback)."""
+        service listens off loopback); by default the service's own default, REALBENCH_SERVER_TOKEN,
+        is sent when it is set."""
         if image not in ("array", "bytes"):
             raise ValueError("image is 'array' or 'bytes'")
         self.base_url = base_url.rstrip("/")
         self.image = image
-        headers = {}
-        if token_env:
-            token = os.environ.get(token_env)
-            if not token:
-                raise ConfigError(f"environment variable {token_env} (the service token) is not set")
-            headers["authorization"] = f"Bearer {token}"
+        headers = auth_headers(client_token(token_env))
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

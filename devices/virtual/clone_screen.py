@@ -20,6 +20,7 @@ import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from PIL import Image
@@ -28,6 +29,7 @@ from devices.virtual.model import APP_CLONES, BROWSER_PACKAGE
 from devices.virtual.screen import ScreenSource
 from devices.virtual.uitree import window_elements
 from realbench.errors import DeviceError
+from realbench.http_guard import auth_headers, client_token
 
 if TYPE_CHECKING:
     from devices.clone_browser import BrowserPool
@@ -122,6 +124,8 @@ class CloneAppScreen:
         self.emulation = Emulation(width=css_w, height=round(height * css_w / width), scale=scale)
         self.backend = CloneBackend.get()
         self.server_url = self.backend.server.url
+        # the token of the server at server_url (the backend's own reads the same variable)
+        self._token = client_token()
         self.session: str | None = None
         self.device: CloneDevice | None = None
         self._owns_session = True
@@ -131,7 +135,13 @@ class CloneAppScreen:
 
     def _api(self, method: str, path: str, body: Any = None, base: str | None = None) -> Any:
         try:
-            resp = httpx.request(method, (base or self.server_url) + path, json=body, timeout=30)
+            resp = httpx.request(
+                method,
+                (base or self.server_url) + path,
+                json=body,
+                timeout=30,
+                headers=auth_headers(self._token),
+            )
         except httpx.HTTPError as exc:
             raise DeviceError(f"{self.package}: clone server unreachable: {exc}") from None
         if resp.status_code != 200:
@@ -151,6 +161,7 @@ class CloneAppScreen:
                 get_clone(self.clone_name),
                 emulation=self.emulation,
                 serial=f"vphone-{self.package}",
+                token=self._token,
             )
         return self.device
 
@@ -164,6 +175,9 @@ class CloneAppScreen:
             )
         self.close()
         self.server_url, self.session = match.group(1), match.group(2)
+        # Like a phone's browser: only the link can carry a token-guarded server's token (the
+        # server's cookie then keeps it); this process's environment is not the browser's.
+        self._token = parse_qs(urlsplit(url).query).get("token", [None])[0]
         self._owns_session = False
         self._device().open(self.session)
 
