@@ -17,10 +17,12 @@ phones (a rig, `vphone`, `devices`) are in the `farm` tier, those that open clon
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,17 +114,53 @@ def test_runnable_snippet(snippet: Snippet, tmp_path: Path) -> None:
         "XDG_RUNTIME_DIR": str(tmp_path),  # `vphone up` in a snippet registers its phones here only
         "COLUMNS": "200",
     }
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", snippet.code],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SNIPPET_TIMEOUT_S,
-        start_new_session=True,
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    # Output goes to files, not pipes: a background process the snippet failed to stop would hold a
+    # pipe open and hang the test instead of failing it.
+    with out.open("w") as stdout, err.open("w") as stderr:
+        proc = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", snippet.code],
+            cwd=work,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            returncode = proc.wait(timeout=SNIPPET_TIMEOUT_S)
+        finally:
+            left = _stop_session(proc.pid)
+    stdout_text, stderr_text = out.read_text(), err.read_text()
+    assert returncode == 0, (
+        f"{snippet.name} exited {returncode}\n--- snippet\n{snippet.code}"
+        f"--- stdout\n{stdout_text[-4000:]}\n--- stderr\n{stderr_text[-4000:]}"
     )
-    assert done.returncode == 0, (
-        f"{snippet.name} exited {done.returncode}\n--- snippet\n{snippet.code}"
-        f"--- stdout\n{done.stdout[-4000:]}\n--- stderr\n{done.stderr[-4000:]}"
-    )
-    assert "Traceback" not in done.stderr, done.stderr[-4000:]
+    assert "Traceback" not in stderr_text, stderr_text[-4000:]
+    assert left == [], f"{snippet.name} left processes running after it ended: {left}"
+
+
+def _stop_session(sid: int) -> list[str]:
+    """Kill what is left of the snippet's session; returns what was still running 2 s after it ended."""
+    import psutil
+
+    deadline = time.monotonic() + 2
+    while True:
+        alive = [p for p in psutil.process_iter(["pid"]) if _session_of(p) == sid and p.pid != sid]
+        alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    left = []
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            left.append(" ".join(p.cmdline())[:120])
+            p.kill()
+    return left
+
+
+def _session_of(process: object) -> int | None:
+    try:
+        return os.getsid(process.pid)  # type: ignore[attr-defined]
+    except OSError:
+        return None

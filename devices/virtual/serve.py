@@ -53,12 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
 
-    def on_signal(_signo: int, _frame: object) -> None:
-        host.stopped.set()
+    # The handler only flips a flag: Event.set() in a handler can deadlock on the lock that the
+    # interrupted Event.wait() holds.
+    signalled: list[int] = []
+
+    def on_signal(signo: int, _frame: object) -> None:
+        signalled.append(signo)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    host.stopped.wait()
+    while not signalled and not host.stopped.wait(0.2):
+        pass
     host.stop()
     return 0
 

@@ -403,15 +403,17 @@ def main(argv: list[str] | None = None) -> None:
     import os
 
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    stop = threading.Event()
-    _signal.signal(_signal.SIGTERM, lambda *_: stop.set())
+    # The handler only flips a flag: Event.set() in a handler can deadlock on the lock that an
+    # interrupted Event.wait() holds (a server that then ignores every SIGTERM).
+    signalled: list[int] = []
+    _signal.signal(_signal.SIGTERM, lambda signo, _frame: signalled.append(signo))
     with FakeModelServer(
         [args.reply], rules=RequestRules(model=args.model, api_key=api_key), repeat_last=True, port=args.port
     ) as server:
         print(f"fake model server (test fake) at {server.base_url}", flush=True)
         try:
-            while not stop.wait(0.2):
-                pass
+            while not signalled:
+                time.sleep(0.2)
         except KeyboardInterrupt:
             pass
 
