@@ -5,6 +5,7 @@ rollout client. Evidence is the server's answer and the clone state it holds."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from clones.server import CloneServer
+from devices.rl.async_client import AsyncRolloutClient
 from devices.rl.client import RolloutClient
 from devices.rl.service import RolloutServer
 from realbench.episode import run_episode
@@ -44,6 +46,20 @@ def test_rollout_client_sends_the_default_token(monkeypatch: pytest.MonkeyPatch)
             RolloutClient(server.url).request("GET", "/v1/health")
         monkeypatch.setenv(DEFAULT_TOKEN_ENV, TOKEN)
         assert RolloutClient(server.url).request("GET", "/v1/health")["ok"]
+
+
+def test_async_rollout_client_sends_the_default_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def health() -> Any:
+        async with AsyncRolloutClient(server.url) as client:
+            return await client.request("GET", "/v1/health")
+
+    security = ServerSecurity(token=TOKEN, allowed_hosts=LOOPBACK_NAMES)
+    with RolloutServer(_NoPool(), security=security) as server:  # type: ignore[arg-type]
+        monkeypatch.delenv(DEFAULT_TOKEN_ENV, raising=False)
+        with pytest.raises(RealbenchError, match="token"):
+            asyncio.run(health())
+        monkeypatch.setenv(DEFAULT_TOKEN_ENV, TOKEN)
+        assert asyncio.run(health())["ok"]
 
 
 @pytest.mark.browser

@@ -13,33 +13,29 @@ from typing import Any
 
 import httpx
 
-from devices.rl.client import Step, error_from, unpack_transition
-from realbench.errors import RealbenchError, ServerError
+from devices.rl.client import Step, answer_of, error_from, make_body, unpack_transition, unreachable
+from realbench.errors import RealbenchError
+from realbench.http_guard import auth_headers, client_token
 
 
 class AsyncRolloutClient:
-    def __init__(self, base_url: str, *, timeout: float = 120.0, image: str = "array") -> None:
+    def __init__(
+        self, base_url: str, *, timeout: float = 120.0, image: str = "array", token_env: str | None = None
+    ) -> None:
+        """`token_env`: as in `RolloutClient` (REALBENCH_SERVER_TOKEN is sent when it is set)."""
         if image not in ("array", "bytes"):
             raise ValueError("image is 'array' or 'bytes'")
         self.base_url = base_url.rstrip("/")
         self.image = image
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        headers = auth_headers(client_token(token_env))
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, headers=headers)
 
     async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         try:
             resp = await self._http.request(method, path, json=body)
         except httpx.HTTPError as exc:
-            raise ServerError(
-                f"the rollout service at {self.base_url} is unreachable: {exc}",
-                hint="start it with `realbench rollout-service --port P`",
-            ) from None
-        try:
-            data = resp.json()
-        except ValueError:
-            raise ServerError(f"{method} {path}: HTTP {resp.status_code} without a JSON answer") from None
-        if resp.status_code >= 400:
-            raise error_from(data, resp.status_code)
-        return data
+            raise unreachable(self.base_url, exc) from None
+        return answer_of(method, path, resp)
 
     async def make(
         self, pack: str | None = None, task_id: str | None = None, **fields: Any
@@ -49,11 +45,7 @@ class AsyncRolloutClient:
     async def make_many(
         self, count: int, pack: str | None = None, task_id: str | None = None, **fields: Any
     ) -> list[AsyncRemoteEnv]:
-        body = {
-            "count": count,
-            **{k: v for k, v in {"pack": pack, "task_id": task_id, **fields}.items() if v is not None},
-        }
-        data = await self.request("POST", "/v1/envs", body)
+        data = await self.request("POST", "/v1/envs", make_body(count, pack, task_id, fields))
         return [AsyncRemoteEnv(self, env_id) for env_id in data["env_ids"]]
 
     async def step_batch(self, steps: list[tuple[AsyncRemoteEnv, Any]]) -> list[Step | RealbenchError]:

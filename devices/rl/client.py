@@ -24,6 +24,29 @@ from realbench.http_guard import auth_headers, client_token
 Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 
+def unreachable(base_url: str, exc: httpx.HTTPError) -> ServerError:
+    return ServerError(
+        f"the rollout service at {base_url} is unreachable: {exc}",
+        hint="start it with `realbench rollout-service --port P`",
+    )
+
+
+def answer_of(method: str, path: str, resp: httpx.Response) -> Any:
+    """The service's JSON answer, or the RealbenchError it carries."""
+    try:
+        data = resp.json()
+    except ValueError:
+        raise ServerError(f"{method} {path}: HTTP {resp.status_code} without a JSON answer") from None
+    if resp.status_code >= 400:
+        raise error_from(data, resp.status_code)
+    return data
+
+
+def make_body(count: int, pack: str | None, task_id: str | None, fields: dict[str, Any]) -> dict[str, Any]:
+    given = {"pack": pack, "task_id": task_id, **fields}
+    return {"count": count, **{k: v for k, v in given.items() if v is not None}}
+
+
 class RolloutClient:
     """Talks to one rollout service. ``image="array"`` decodes screenshots to RGB arrays, ``"bytes"``
     keeps the encoded image."""
@@ -45,17 +68,8 @@ class RolloutClient:
         try:
             resp = self._http.request(method, path, json=body)
         except httpx.HTTPError as exc:
-            raise ServerError(
-                f"the rollout service at {self.base_url} is unreachable: {exc}",
-                hint="start it with `realbench rollout-service --port P`",
-            ) from None
-        try:
-            data = resp.json()
-        except ValueError:
-            raise ServerError(f"{method} {path}: HTTP {resp.status_code} without a JSON answer") from None
-        if resp.status_code >= 400:
-            raise error_from(data, resp.status_code)
-        return data
+            raise unreachable(self.base_url, exc) from None
+        return answer_of(method, path, resp)
 
     def make(self, pack: str | None = None, task_id: str | None = None, **fields: Any) -> RemoteEnv:
         return self.make_many(1, pack=pack, task_id=task_id, **fields)[0]
@@ -63,11 +77,7 @@ class RolloutClient:
     def make_many(
         self, count: int, pack: str | None = None, task_id: str | None = None, **fields: Any
     ) -> list[RemoteEnv]:
-        body = {
-            "count": count,
-            **{k: v for k, v in {"pack": pack, "task_id": task_id, **fields}.items() if v is not None},
-        }
-        data = self.request("POST", "/v1/envs", body)
+        data = self.request("POST", "/v1/envs", make_body(count, pack, task_id, fields))
         return [RemoteEnv(self, env_id) for env_id in data["env_ids"]]
 
     def step_batch(self, steps: list[tuple[RemoteEnv, Any]]) -> list[Step | RealbenchError]:
