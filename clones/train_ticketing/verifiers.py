@@ -59,7 +59,8 @@ ANSWER_TYPES = (AnswerType.NUMBER, AnswerType.TEXT, AnswerType.DATE, AnswerType.
 
 BANDS = {"00-06": (0, 360), "06-12": (360, 720), "12-18": (720, 1080), "18-24": (1080, 1440)}
 # user fields that change when merely browsing (the real app keeps them too)
-BENIGN_USER_KEYS = frozenset({"recent_searches", "station_history"})
+# device-local keys (search history, the login session) that change no account fact
+BENIGN_USER_KEYS = frozenset({"recent_searches", "station_history", "logged_in"})
 
 
 # --- helpers ---------------------------------------------------------------------------------------

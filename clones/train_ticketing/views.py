@@ -11,6 +11,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from clones.train_ticketing import booking
+from clones.train_ticketing.home_views import screen_context
 from clones.train_ticketing.idcard import mask
 from clones.train_ticketing.stations import DIRECTORY, HOT_CITIES
 from clones.train_ticketing.timetable import (
@@ -437,7 +438,9 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
     if route == "home":
         ctx["recent"] = [r.split("|") for r in user["recent_searches"]]
         ctx["upcoming"] = [
-            order_view(state, o) for o in user["orders"] if order_bucket(state, o) == "orders_upcoming"
+            order_view(state, o)
+            for o in user["orders"]
+            if user.get("logged_in", True) and order_bucket(state, o) == "orders_upcoming"
         ][:1]
     elif route == "station_picker":
         q = ui["form"].get("station_query", "")
@@ -653,6 +656,7 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
             for b in ("orders_unfinished", "orders_upcoming")
         }
     ctx["high_speed"] = HIGH_SPEED
+    ctx.update(screen_context(state, route))
     return ctx
 
 
