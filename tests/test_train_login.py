@@ -171,7 +171,7 @@ def test_logged_out_mine_and_member_offer_a_login_and_hide_account_facts() -> No
     r = _runner(CloneSetup(data={"logged_in": False, "scenario": "with_orders"}))
     assert not _shown(r, "home_trip")  # the next trip is an account fact
     r.step(PlanStep.model_validate({"tap": {"text": "我的"}}))
-    assert r.find(Selector(resource_id="mine_login")).node.text.startswith("登录/注册")
+    assert r.find(Selector(resource_id="mine_login_title")).node.text == "登录/注册"
     assert not _shown(r, "profile_card") and not _shown(r, "mine_upcoming")
     r.step(PlanStep.model_validate({"tap": {"resource_id": "tab_member"}}))
     assert not _shown(r, "member_points")
