@@ -1,5 +1,5 @@
 """Screenshots of the train-ticketing clone's main screens, taken in headless Chromium through the
-clone server: ``.venv/bin/python benchmarks/train_ticketing_screenshots.py [OUT_DIR]``.
+clone server: ``.venv/bin/python benchmarks/train_ticketing_screenshots.py [OUT_DIR [SCREEN...]]``.
 
 Each screen is reached by firing the clone's own UI events on a task-like starting state, then the
 state is loaded into a server session and the page is captured at 412x915 CSS px.
@@ -43,6 +43,17 @@ def _events(
     return state
 
 
+def _logged_out(*events: tuple[str, str | None, dict[str, str]]) -> dict[str, Any]:
+    state = CLONE.build_state(CloneSetup(data={"logged_in": False, "sms_code": "602418"}), {})
+    for name, arg, form in events:
+        CLONE.handle(state, UIEvent(name, arg, dict(form)))
+    return state
+
+
+# the clone's test account (invented values; the password is stated openly in task instructions)
+LOGIN_FORM = {"login_account": "liming88", "login_password": "Rail2026"}
+
+
 def _first_order(state: dict[str, Any]) -> str:
     return str(state["user"]["orders"][0]["id"])
 
@@ -75,6 +86,12 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     "16_reminder_add": lambda: _events("fresh", ("go", "reminders"), ("add_reminder", None)),
     "17_mine": lambda: _events("lived_in", ("tab", "mine")),
     "18_services": lambda: _events("fresh", ("tab", "services")),
+    "19_login": lambda: _logged_out(("tab", "orders", {}), ("__sync__", None, {"login_account": "liming88"})),
+    "20_login_sms": lambda: _logged_out(
+        ("open_login", None, {}), ("login_submit", None, LOGIN_FORM), ("sms_send", None, {})
+    ),
+    "21_member": lambda: _events("lived_in", ("tab", "member")),
+    "22_mine_logged_out": lambda: _logged_out(("tab", "mine", {})),
 }
 
 
@@ -95,7 +112,8 @@ def _finish(name: str, state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
+def main(out_dir: str = "docs/screenshots/train_ticketing", *only: str) -> list[Path]:
+    """`only`: names of the screens to (re)take; none: every screen."""
     from playwright.sync_api import sync_playwright
 
     out = Path(out_dir)
@@ -107,7 +125,7 @@ def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 412, "height": 915}, device_scale_factor=1.5)
-            for name in sorted(screens):
+            for name in sorted(n for n in screens if not only or n in only):
                 state = _finish(name, screens[name]())
                 resp = httpx.post(
                     f"{server.url}/api/sessions", json={"clone": CLONE.name, "state": state}, timeout=30
@@ -126,4 +144,4 @@ def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    main(*sys.argv[1:2])
+    main(*sys.argv[1:])
