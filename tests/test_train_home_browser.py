@@ -39,14 +39,14 @@ def test_a_swipe_across_the_service_grid_shows_its_second_page(browser: tuple[st
             sid = api.post("/api/sessions", json={"clone": clone.name, "state": state}).json()["session"]
         device.open(sid)
         device.settle()
-        before = Hierarchy(device.observe().hierarchy)
+        before = Hierarchy(device.observe().hierarchy or "")
         assert before.find(Selector(resource_id="entry_waitlist"))
         assert not before.find(Selector(resource_id="entry_lost_found"))
         grid = before.find(Selector(resource_id="service_grid"))[0].bounds
         y = (grid.top + grid.bottom) // 2
         device.act(Swipe(x=grid.right - 20, y=y, x2=grid.left + 20, y2=y, duration_ms=400))
         device.settle()
-        after = Hierarchy(device.observe().hierarchy)
+        after = Hierarchy(device.observe().hierarchy or "")
         assert after.find(Selector(resource_id="entry_lost_found"))
         assert not after.find(Selector(resource_id="entry_waitlist"))
     finally:
