@@ -164,9 +164,15 @@ def user_changes(before: State, after: State, ignore: frozenset[str] = BENIGN_US
     return [f"{c['op']} {c['path']}" for c in diff(b, a)]
 
 
+def new_items(before: State, after: State, key: str) -> list[dict[str, Any]]:
+    """The entries of the user's `key` list (orders, waitlists, reminders, passengers) that the
+    episode created, by id."""
+    known = {x["id"] for x in before["user"][key]}
+    return [x for x in after["user"][key] if x["id"] not in known]
+
+
 def new_orders(before: State, after: State) -> list[dict[str, Any]]:
-    known = {o["id"] for o in before["user"]["orders"]}
-    return [o for o in after["user"]["orders"] if o["id"] not in known]
+    return new_items(before, after, "orders")
 
 
 def names_of(state: State, order: dict[str, Any]) -> list[str]:
@@ -518,8 +524,7 @@ def ticket_changed(
 def waitlist_submitted(
     before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
-    known = {w["id"] for w in before["user"]["waitlists"]}
-    created = [w for w in after["user"]["waitlists"] if w["id"] not in known]
+    created = new_items(before, after, "waitlists")
     w = created[0] if len(created) == 1 else {}
     leg = pick_leg(before, {k: v for k, v in p.items() if k != "seat"})
     want_train = leg.no if leg else p.get("train")
@@ -555,8 +560,7 @@ def waitlist_cancelled(
 def reminder_set(
     before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
-    known = {r["id"] for r in before["user"]["reminders"]}
-    created = [r for r in after["user"]["reminders"] if r["id"] not in known]
+    created = new_items(before, after, "reminders")
     r = created[0] if len(created) == 1 else {}
     goals = [
         ("one new reminder", len(created) == 1),
@@ -589,8 +593,7 @@ def reminder_deleted(
 def passenger_added(
     before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
-    known = {x["id"] for x in before["user"]["passengers"]}
-    created = [x for x in after["user"]["passengers"] if x["id"] not in known]
+    created = new_items(before, after, "passengers")
     x = created[0] if len(created) == 1 else {}
     goals = [
         ("one new passenger", len(created) == 1),
