@@ -150,6 +150,7 @@ def paid_instead_of_cancelled(run: GoldenRun) -> list[WrongEnd]:
         _fire(run, after, "confirm_cancel_order", unpaid["id"])
         return [WrongEnd("cancelled instead of paid", run.before, after, None)]
     _fire(run, after, "pay_order", unpaid["id"])
+    _fire(run, after, "confirm_pay", unpaid["id"])
     return [WrongEnd("paid instead of cancelled", run.before, after, None)]
 
 
