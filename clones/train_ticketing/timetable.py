@@ -250,7 +250,7 @@ _LEGACY_CLASSES = ("swz", "ydz", "edz", "rw", "yw", "yz", "wz")
 # is a guess, drawn per train from the timetable seed
 _EXTRA_CLASSES: tuple[tuple[str, str, float], ...] = (
     ("G", "yxydz", 0.35),
-    ("D", "dw", 0.3),
+    ("D", "dw", 0.5),
     ("Z", "gjrw", 0.4),
     ("T", "gjrw", 0.25),
     ("T", "rz", 0.4),
@@ -264,7 +264,7 @@ def extra_classes(seed: int, train: dict[str, Any]) -> list[str]:
     for train_type, cls, share in _EXTRA_CLASSES:
         if train["type"] != train_type:
             continue
-        if cls == "dw" and train["stops"][-1]["km"] < 600:
+        if cls == "dw" and train["stops"][-1]["km"] < 450:
             continue  # 动卧 run on long D services only
         roll = _stable(f"{seed}|{train['no']}|{cls}") % 1000 / 1000
         if roll < share:
