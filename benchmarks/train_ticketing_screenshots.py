@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from clones.base import UIEvent, get_clone
+from clones.base import UIEvent, get_clone, navigate
 from clones.server import CloneServer
 from realbench.taskpack import CloneSetup
 
@@ -40,6 +40,37 @@ def _events(
         name, arg = ev[0], ev[1]
         form = ev[2] if len(ev) > 2 else {}  # type: ignore[misc]
         CLONE.handle(state, UIEvent(name, arg, dict(form)))
+    return state
+
+
+def _sleeper_form(*events: tuple[str, str | None]) -> dict[str, Any]:
+    """The order form of Z19 (北京西 → 西安) 硬卧, with seats left, after `events`."""
+    day = "2026-03-13"
+    state = CLONE.build_state(
+        CloneSetup(
+            data={"scenario": "fresh"},
+            patch={"world": {"inventory_overrides": {f"Z19|{day}": {"yw": 30, "rw": 30}}}},
+        ),
+        {},
+    )
+    navigate(state, "train_seats", train="Z19", date=day, **{"from": "北京西", "to": "西安"})
+    for name, arg in events:
+        CLONE.handle(state, UIEvent(name, arg))
+    return state
+
+
+def _checked_form() -> dict[str, Any]:
+    """The `submit_check` variant's dialog after 提交订单 on the mid-booking form."""
+    state = CLONE.build_state(CloneSetup(data={"scenario": "mid_booking", "submit_check": True}), {})
+    CLONE.handle(state, UIEvent("submit_order"))
+    return state
+
+
+def _cashier() -> dict[str, Any]:
+    state = _events("mid_booking", ("submit_order", None))
+    order = state["user"]["orders"][-1]["id"]
+    CLONE.handle(state, UIEvent("pay_order", order))
+    CLONE.handle(state, UIEvent("pick_pay_channel", "wechat"))
     return state
 
 
@@ -75,6 +106,12 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     "16_reminder_add": lambda: _events("fresh", ("go", "reminders"), ("add_reminder", None)),
     "17_mine": lambda: _events("lived_in", ("tab", "mine")),
     "18_services": lambda: _events("fresh", ("tab", "services")),
+    "19_sleeper_seats": lambda: _sleeper_form(),
+    "20_sleeper_berth": lambda: _sleeper_form(
+        ("book_seat", "yw"), ("toggle_rider", "p2"), ("set_berth", "下铺")
+    ),
+    "21_submit_check": _checked_form,
+    "22_pay_platform": _cashier,
 }
 
 
@@ -95,7 +132,8 @@ def _finish(name: str, state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
+def main(out_dir: str = "docs/screenshots/train_ticketing", *only: str) -> list[Path]:
+    """Writes every screen, or only those whose names start with one of `only`."""
     from playwright.sync_api import sync_playwright
 
     out = Path(out_dir)
@@ -108,6 +146,8 @@ def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
         try:
             page = browser.new_page(viewport={"width": 412, "height": 915}, device_scale_factor=1.5)
             for name in sorted(screens):
+                if only and not name.startswith(only):
+                    continue
                 state = _finish(name, screens[name]())
                 resp = httpx.post(
                     f"{server.url}/api/sessions", json={"clone": CLONE.name, "state": state}, timeout=30
@@ -126,4 +166,4 @@ def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    main(*sys.argv[1:2])
+    main(*sys.argv[1:])
