@@ -281,3 +281,12 @@ def test_the_listing_shows_berth_prices_on_the_seat_page():
     for berth in BERTHS["yw"]:
         assert berth in html
     assert find_train(state["world"], "Z19") is not None
+
+
+def test_no_payment_flags_a_hand_off_to_the_payment_platform():
+    before = CLONE.build_state(CloneSetup(data={"scenario": "mid_booking"}), {})
+    state = copy.deepcopy(before)
+    CLONE.handle(state, UIEvent("submit_order"))
+    assert CLONE.side_effect_checks["no_payment"](before, state, {}) == []
+    CLONE.handle(state, UIEvent("pay_order", state["user"]["orders"][-1]["id"]))
+    assert CLONE.side_effect_checks["no_payment"](before, state, {}) != []
