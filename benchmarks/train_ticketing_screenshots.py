@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from clones.base import UIEvent, get_clone
+from clones.base import UIEvent, get_clone, navigate
 from clones.server import CloneServer
 from realbench.taskpack import CloneSetup
 
@@ -52,6 +52,37 @@ def _logged_out(*events: tuple[str, str | None, dict[str, str]]) -> dict[str, An
 
 # the clone's test account (invented values; the password is stated openly in task instructions)
 LOGIN_FORM = {"login_account": "liming88", "login_password": "Rail2026"}
+
+
+def _sleeper_form(*events: tuple[str, str | None]) -> dict[str, Any]:
+    """The order form of Z19 (北京西 → 西安) 硬卧, with seats left, after `events`."""
+    day = "2026-03-13"
+    state = CLONE.build_state(
+        CloneSetup(
+            data={"scenario": "fresh"},
+            patch={"world": {"inventory_overrides": {f"Z19|{day}": {"yw": 30, "rw": 30}}}},
+        ),
+        {},
+    )
+    navigate(state, "train_seats", train="Z19", date=day, **{"from": "北京西", "to": "西安"})
+    for name, arg in events:
+        CLONE.handle(state, UIEvent(name, arg))
+    return state
+
+
+def _checked_form() -> dict[str, Any]:
+    """The `submit_check` variant's dialog after 提交订单 on the mid-booking form."""
+    state = CLONE.build_state(CloneSetup(data={"scenario": "mid_booking", "submit_check": True}), {})
+    CLONE.handle(state, UIEvent("submit_order"))
+    return state
+
+
+def _cashier() -> dict[str, Any]:
+    state = _events("mid_booking", ("submit_order", None))
+    order = state["user"]["orders"][-1]["id"]
+    CLONE.handle(state, UIEvent("pay_order", order))
+    CLONE.handle(state, UIEvent("pick_pay_channel", "wechat"))
+    return state
 
 
 def _first_order(state: dict[str, Any]) -> str:
@@ -92,6 +123,12 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "21_member": lambda: _events("lived_in", ("tab", "member")),
     "22_mine_logged_out": lambda: _logged_out(("tab", "mine", {})),
+    "23_sleeper_seats": lambda: _sleeper_form(),
+    "24_sleeper_berth": lambda: _sleeper_form(
+        ("book_seat", "yw"), ("toggle_rider", "p2"), ("set_berth", "下铺")
+    ),
+    "25_submit_check": _checked_form,
+    "26_pay_platform": _cashier,
 }
 
 
@@ -113,7 +150,7 @@ def _finish(name: str, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(out_dir: str = "docs/screenshots/train_ticketing", *only: str) -> list[Path]:
-    """`only`: names of the screens to (re)take; none: every screen."""
+    """Writes every screen, or only those whose names start with one of `only`."""
     from playwright.sync_api import sync_playwright
 
     out = Path(out_dir)
@@ -125,7 +162,9 @@ def main(out_dir: str = "docs/screenshots/train_ticketing", *only: str) -> list[
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 412, "height": 915}, device_scale_factor=1.5)
-            for name in sorted(n for n in screens if not only or n in only):
+            for name in sorted(screens):
+                if only and not name.startswith(only):
+                    continue
                 state = _finish(name, screens[name]())
                 resp = httpx.post(
                     f"{server.url}/api/sessions", json={"clone": CLONE.name, "state": state}, timeout=30

@@ -52,6 +52,9 @@ class TrainTicketingSetupData(BaseModel):
     logged_in: StrictBool = True
     # the code the clone 'texts' at login (its stand-in for the SMS); unset: derived from the clock
     sms_code: str | None = Field(default=None, pattern=r"^\d{6}$")
+    # variant: 提交订单 opens a check dialog (乘车人, 席别, 确认/返回修改) before the order is created, as
+    # the web site does; whether the app has this step is unverified, so it is off by default
+    submit_check: bool = False
 
     @field_validator("scenario")
     @classmethod
@@ -69,7 +72,13 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
     # What each verifier's tasks may change; anything else is an unanticipated side effect.
     expected_changes: ClassVar[dict[str, tuple[str, ...]] | None] = {
         "order_submitted": ("/user/orders/**", "/user/passengers/**", "/user/sold/**"),
-        "order_paid": ("/user/orders/*/paid_at", "/user/orders/*/status", "/user/orders/*/tickets/*/status"),
+        "order_paid": (
+            "/user/orders/*/paid_at",
+            "/user/orders/*/pay_channel",
+            "/user/orders/*/pay_requested_at",
+            "/user/orders/*/status",
+            "/user/orders/*/tickets/*/status",
+        ),
         "order_cancelled": ("/user/orders/*/status", "/user/orders/*/tickets/*/status", "/user/sold/**"),
         "ticket_refunded": ("/user/orders/*/status", "/user/orders/*/tickets/*/**", "/user/sold/**"),
         "ticket_changed": ("/user/orders/**", "/user/sold/**"),
@@ -107,6 +116,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
         clock = setup.clock
         state = new_state(world, accounts.default_user(clock), self.home_route, clock)
         state["ui"].update(ui_extras(clock.date()))
+        state["ui"]["submit_check"] = bool(data.get("submit_check", False))
         scenario = str(data.get("scenario", "fresh"))
         require(scenario in SCENARIOS, f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         if scenario in ("with_orders", "lived_in"):
@@ -243,8 +253,12 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "decline_insurance": self._set_insurance(False),
             "accept_insurance": self._set_insurance(True),
             "submit_order": self._submit_order,
+            "set_berth": self._set_berth,
+            "confirm_submit": self._confirm_submit,
             # payment and orders
             "pay_order": self._pay_order,
+            "pick_pay_channel": self._pick_pay_channel,
+            "confirm_pay": self._confirm_pay,
             "continue_pay": self._continue_pay,
             "cancel_order": self._ask("cancel_order"),
             "confirm_cancel_order": self._confirm_cancel_order,

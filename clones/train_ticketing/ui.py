@@ -47,6 +47,7 @@ ROUTES = (
     "passenger_edit",
     "insurance",
     "order_pay",
+    "pay_platform",
     "pay_success",
     "orders_unfinished",
     "orders_upcoming",

@@ -25,8 +25,10 @@ from clones.train_ticketing.timetable import (
     find_train,
     fmt_duration,
     fmt_min,
+    leg_for,
     legs_between,
     stop_index,
+    ticket_price,
 )
 from clones.train_ticketing.verifier_args import (
     AccountAnswerArgs,
@@ -376,6 +378,8 @@ def order_submitted(
     expected = pick_leg(before, p)
     if expected is None:
         return Verdict.fail("no train satisfies the task's constraints in the starting state")
+    if not created:
+        created = checked_draft(after)
     order = created[0] if len(created) == 1 else None
     want_names = sorted(as_list(p.get("passengers")))
     goals: list[tuple[str, bool]] = [("exactly one new order", order is not None)]
@@ -404,8 +408,71 @@ def order_submitted(
         goals.append((f"seats {letters}", sorted(t.get("seat_letter", "") for t in o["tickets"]) == letters))
     if p.get("insurance") is not None:
         goals.append((f"insurance {p['insurance']}", o["insurance"] is bool(p["insurance"])))
+    if p.get("berth"):
+        goals.append(
+            (
+                f"berth {p['berth']} at its fare",
+                bool(o["tickets"])
+                and all(t.get("berth") == p["berth"] and berth_priced(after, o, t) for t in o["tickets"]),
+            )
+        )
     side = [f"extra order {x['id']}" for x in created[1:]] + orders_touched(before, after)
     return graded(goals, side)
+
+
+def berth_priced(state: State, order: dict[str, Any], ticket: dict[str, Any]) -> bool:
+    """A ticket costs its berth's fare (after the ticket type's discount)."""
+    leg = leg_for(state["world"], order["train"], order["from"], order["to"], order["date"])
+    if leg is None:
+        return False
+    want = ticket_price(
+        leg.berth_price(ticket["seat_class"], ticket.get("berth", "")),
+        ticket["seat_class"],
+        ticket["ticket_type"],
+    )
+    return abs(float(ticket["price"]) - want) < 0.01
+
+
+def checked_draft(after: State) -> list[dict[str, Any]]:
+    """Under the `submit_check` variant the commit boundary (提交订单) opens the check dialog and the
+    order is created only on its 确认: a run stopped at the boundary leaves the draft in the dialog,
+    which then stands for the order (the same rows the dialog shows)."""
+    ui = after["ui"]
+    dialog = ui.get("dialog") or {}
+    b = ui.get("booking")
+    if not (ui.get("submit_check") and dialog.get("kind") == "submit_check" and b):
+        return []
+    leg = leg_for(after["world"], b["train"], b["from"], b["to"], b["date"])
+    if leg is None:
+        return []
+    tickets = []
+    for n, pid in enumerate(b["passengers"]):
+        person = next((x for x in after["user"]["passengers"] if x["id"] == pid), None)
+        if person is None:
+            return []
+        tt = b["types"].get(pid, "adult")
+        berth = booking.assigned_berth(after, leg, b["cls"], str(b.get("berth", "")), n)
+        tickets.append(
+            {
+                "passenger_id": pid,
+                "name": person["name"],
+                "ticket_type": tt,
+                "seat_class": b["cls"],
+                "seat_letter": b["seats"][n] if n < len(b["seats"]) else "",
+                "berth": berth,
+                "price": booking.rider_price(after, leg, b["cls"], tt, berth),
+            }
+        )
+    draft = {
+        "id": "(check dialog)",
+        "train": leg.no,
+        "date": leg.day,
+        "from": leg.from_station,
+        "to": leg.to_station,
+        "tickets": tickets,
+        "insurance": bool(b["insurance"]),
+    }
+    return [draft]
 
 
 def orders_touched(before: State, after: State, allow: set[str] | None = None) -> list[str]:
@@ -427,7 +494,11 @@ def order_paid(
     if target is None:
         return Verdict.fail("the starting state has no matching unpaid order")
     now = next((o for o in after["user"]["orders"] if o["id"] == target["id"]), None)
-    paid = now is not None and now["status"] == "paid"
+    # 立即支付 is the commit boundary: it hands the order to the payment platform (收银台), whose
+    # confirmation happens outside the app under test, so a hand-off counts as paid
+    paid = now is not None and (
+        now["status"] == "paid" or (now["status"] == "unpaid" and bool(now.get("pay_requested_at")))
+    )
     side = orders_touched(before, after, {target["id"]}) + [
         f"new order {o['id']}" for o in new_orders(before, after)
     ]

@@ -15,6 +15,7 @@ from clones.train_ticketing.home_views import screen_context
 from clones.train_ticketing.idcard import mask
 from clones.train_ticketing.stations import DIRECTORY, HOT_CITIES
 from clones.train_ticketing.timetable import (
+    BERTHS,
     HIGH_SPEED,
     SEAT_LABELS,
     TYPE_LABELS,
@@ -162,6 +163,7 @@ def leg_row(state: dict[str, Any], leg: Leg) -> dict[str, Any]:
             "n": avail[c],
             "text": avail_text(avail[c]),
             "price": leg.price(c),
+            "berths": [{"berth": x, "price": leg.berth_price(c, x)} for x in BERTHS.get(c, ())],
         }
         for c in leg.train["classes"]
     ]
@@ -376,21 +378,23 @@ def _booking_ctx(state: dict[str, Any]) -> dict[str, Any]:
     leg = leg_for(state["world"], b["train"], b["from"], b["to"], b["date"])
     assert leg is not None
     avail = available(state, leg.train, leg.day)
-    from clones.train_ticketing.timetable import ticket_price
-
+    wanted = str(b.get("berth", ""))
     riders = []
-    for pid in b["passengers"]:
+    for n, pid in enumerate(b["passengers"]):
         p = booking.passenger(state, pid)
         tt = b["types"].get(pid, "adult")
+        # the berth and price the order will get: the same rule create_order applies
+        berth = booking.assigned_berth(state, leg, b["cls"], wanted, n)
         riders.append(
             {
                 **p,
                 "ticket_type": tt,
-                "price": ticket_price(leg.price(b["cls"]), b["cls"], tt),
+                "berth": berth,
+                "price": booking.rider_price(state, leg, b["cls"], tt, berth),
                 "id_masked": mask(p["id_no"]),
             }
         )
-    letters = {"swz": "ACF", "ydz": "ACDF", "edz": "ABCDF"}.get(b["cls"], "")
+    berths = BERTHS.get(b["cls"], ())
     return {
         "b": b,
         "leg": leg_row(state, leg),
@@ -406,7 +410,13 @@ def _booking_ctx(state: dict[str, Any]) -> dict[str, Any]:
             }
             for c in leg.train["classes"]
         ],
-        "letters": letters,
+        "letters": booking.SEAT_LETTERS.get(b["cls"], ""),
+        "berths": [
+            {"berth": x, "id": booking.BERTH_IDS[x], "price": leg.berth_price(b["cls"], x)}
+            for x in booking.BERTH_CHOICES
+            if x in berths
+        ],
+        "submit_check": bool(state["ui"].get("submit_check")),
     }
 
 
@@ -513,6 +523,7 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
         ctx["passengers"] = [{**p, "id_masked": mask(p["id_no"])} for p in user["passengers"]]
     elif route in (
         "order_pay",
+        "pay_platform",
         "pay_success",
         "order_detail",
         "refund_confirm",
@@ -527,6 +538,10 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
             ctx["t"] = t
             ctx["fee"] = fee
             ctx["refund_amount"] = float(t["price"]) - fee
+        ctx["pay_channels"] = booking.PAY_CHANNELS
+        if route == "pay_platform":
+            ctx["channels"] = booking.PAY_CHANNELS
+            ctx["channel"] = args.get("channel", booking.DEFAULT_PAY_CHANNEL)
         if route == "refund_result":
             ctx["t"] = order["tickets"][int(args["idx"])]
     elif route in ("orders_unfinished", "orders_upcoming", "orders_history"):

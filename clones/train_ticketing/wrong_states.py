@@ -122,6 +122,7 @@ def _extra_order(run: GoldenRun, state: State) -> State:
             _fire(run, after, "book_seat", "edz")
             _fire(run, after, "toggle_rider", "p4")
             _fire(run, after, "submit_order")
+            _fire(run, after, "confirm_submit")  # under the submit_check variant
             break
     if len(after["user"]["orders"]) != len(state["user"]["orders"]) + 1:
         raise CloneError("could not book the extra order on the clone")
@@ -132,7 +133,7 @@ def _extra_order(run: GoldenRun, state: State) -> State:
 def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
     task = run.instance.task
     first, sub = _other_rider(task)
-    return [
+    wrong = [
         _played(
             run,
             _replace_selector(task, {"text": first}, {"text": sub}),
@@ -140,6 +141,20 @@ def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
         ),
         WrongEnd("an extra order", run.before, _extra_order(run, run.after), None),
     ]
+    args = task.clone.verifier.args if task.clone else {}
+    if args.get("berth"):
+        wanted = booking.BERTH_IDS[str(args["berth"])]
+        other = "upper" if wanted != "upper" else "lower"  # not "any": it may assign the wanted one
+        wrong.append(
+            _played(
+                run,
+                _replace_selector(
+                    task, {"resource_id": f"berth_{wanted}"}, {"resource_id": f"berth_{other}"}
+                ),
+                f"berth {other} instead of {wanted}",
+            )
+        )
+    return wrong
 
 
 @VERIFIERS.wrong_end_states("order_paid", "order_cancelled")
@@ -150,6 +165,7 @@ def paid_instead_of_cancelled(run: GoldenRun) -> list[WrongEnd]:
         _fire(run, after, "confirm_cancel_order", unpaid["id"])
         return [WrongEnd("cancelled instead of paid", run.before, after, None)]
     _fire(run, after, "pay_order", unpaid["id"])
+    _fire(run, after, "confirm_pay", unpaid["id"])
     return [WrongEnd("paid instead of cancelled", run.before, after, None)]
 
 
