@@ -17,7 +17,7 @@ from clones.train_ticketing.timetable import HIGH_SPEED, legs_between
 from clones.train_ticketing.views import transfer_plans
 from realbench.errors import CloneError
 from realbench.taskpack import CloneSetup
-from tests.tt_support import CLONE
+from tests.tt_support import CLONE, PACK, instances, play, verdict
 
 PKG = CLONE.package
 
@@ -234,3 +234,22 @@ def test_a_sold_out_class_in_the_card_offers_waitlist() -> None:
     assert _nodes(state, "book_edz") == [] and len(_nodes(state, "waitlist_edz")) == 1
     _fire(state, ("waitlist_seat", f"{no}|edz"))
     assert state["ui"]["route"] == "waitlist_form" and state["ui"]["waitlist"]["train"] == no
+
+
+# --- the new tasks' verifiers -------------------------------------------------------------------
+
+
+def test_list_filter_tasks_reject_the_unfiltered_answer() -> None:
+    fuxing = instances(PACK.task("lookup-fuxing-count"))[0]
+    before, run = play(fuxing)
+    assert verdict(fuxing, before, run.after, run.answer).success
+    everything = str(len(_legs(before)))
+    assert everything != run.answer
+    assert not verdict(fuxing, before, run.after, everything).success
+    normal = instances(PACK.task("lookup-normal-train-earliest"))[0]
+    before, run = play(normal)
+    assert verdict(normal, before, run.after, run.answer).success
+    state = _fire(_state(), ("sort", "dep"))
+    earliest_any = _shown(state)[0]
+    assert earliest_any != run.answer
+    assert not verdict(normal, before, run.after, earliest_any).success
