@@ -158,6 +158,20 @@ def test_the_sheet_lies_over_an_inert_list_and_counts_what_it_keeps() -> None:
         _fire(state, ("filter_toggle", "fleet:maglev"))
 
 
+def test_station_tags_filter_by_departure_and_arrival_station() -> None:
+    state = _state()
+    tags = [n.text for n in _nodes(state, "station_tag_from")]
+    assert tags == sorted({leg.from_station for leg in _legs(state)}) and len(tags) > 1
+    _fire(state, ("filter_toggle", "from:北京"))
+    assert sorted(_shown(state)) == sorted(leg.no for leg in _legs(state) if leg.from_station == "北京")
+    assert [n.selected for n in _nodes(state, "station_tag_from")] == [t == "北京" for t in tags]
+    to = [n.text for n in _nodes(state, "station_tag_to")][0]
+    _fire(state, ("filter_toggle", f"to:{to}"))
+    assert sorted(_shown(state)) == sorted(
+        leg.no for leg in _legs(state) if leg.from_station == "北京" and leg.to_station == to
+    )
+
+
 # --- date strip and tabs ------------------------------------------------------------------------
 
 

@@ -216,6 +216,8 @@ def list_context(state: dict[str, Any]) -> dict[str, Any]:
         "ev_attr": "data-inert" if ui["route"] == "train_filter" else "data-ev",
         "quick_gd_on": sorted(ui["list"]["types"]) == sorted(HIGH_SPEED),
         "quick_normal_on": sorted(ui["list"]["types"]) == sorted(NORMAL_TYPES),
+        "from_stations": sorted({leg.from_station for leg in everything}),
+        "to_stations": sorted({leg.to_station for leg in everything}),
     }
 
 
@@ -496,8 +498,6 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
         legs = list_legs(state, filtered=False)
         ctx["fleets"] = FLEETS
         ctx["ends"] = ENDS
-        ctx["from_stations"] = sorted({leg.from_station for leg in legs})
-        ctx["to_stations"] = sorted({leg.to_station for leg in legs})
         ctx["seat_classes"] = [c for c in SEAT_LABELS if any(c in leg.train["classes"] for leg in legs)]
         ctx["types"] = [
             ("G", "G-高铁"),
