@@ -97,10 +97,16 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "04_calendar": lambda: _events("fresh", ("open_calendar", "search")),
     "05_train_list": lambda: _events("fresh", ("search_trains", None)),
+    "05b_train_list_seats": lambda: _events("fresh", ("search_trains", None), ("open_train", "G1")),
     "06_train_filter": lambda: _events(
-        "fresh", ("search_trains", None), ("open_filter", None), ("filter_toggle", "type:G")
+        "fresh",
+        ("search_trains", None),
+        ("open_filter", None),
+        ("filter_toggle", "type:G"),
+        ("filter_toggle", "fleet:fxh"),
     ),
-    "07_train_seats": lambda: _events("fresh", ("search_trains", None), ("open_train", "G1")),
+    # the list expands seats inline; the seats screen is still where a transfer leg is booked
+    "07_train_seats": lambda: _events("mid_booking", ("__back__", None)),
     "08_train_stops": lambda: _events(
         "fresh", ("search_trains", None), ("open_train", "G1"), ("open_stops", "G1")
     ),

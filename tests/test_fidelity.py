@@ -320,7 +320,7 @@ def test_a_task_label_renders_the_state_its_golden_steps_reach() -> None:
     state = label_state(clone, pack, label)
     assert state["ui"]["route"] == "train_list" and state["ui"]["search"]["from"] == "北京"
     with pytest.raises(ConfigError, match="order_form"):
-        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=6"))
+        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=7"))
     with pytest.raises(ConfigError, match="has no route"):
         label_state(clone, pack, ScreenLabel.parse("nowhere"))
     assert label_state(clone, pack, ScreenLabel.parse("orders_upcoming?scenario=with_orders"))["user"][

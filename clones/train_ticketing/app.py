@@ -233,6 +233,8 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "filter_apply": self._back,
             "quick_gd": self._quick_gd,
             "quick_avail": self._quick_avail,
+            "quick_normal": self._quick_normal,
+            "list_tab": self._list_tab,
             "open_train": self._open_train,
             "open_stops": self._open_stops,
             "seats_date": self._seats_date,

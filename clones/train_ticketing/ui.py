@@ -121,6 +121,9 @@ ELSEWHERE: dict[str, tuple[str, str]] = {
 }
 SCENARIOS = ("fresh", "with_orders", "lived_in", "mid_booking")
 TYPE_FILTERS = ("G", "C", "D", "Z", "T", "K")
+# the list's 普通车 quick filter: every type that is not 高铁/城际/动车
+NORMAL_TYPES = ("Z", "T", "K")
+LIST_TABS = ("direct", "transfer")
 DEP_BANDS = ("00-06", "06-12", "12-18", "18-24")
 SORTS = ("dep", "arr", "dur", "price")
 CLEARABLE_FIELDS = frozenset(
@@ -139,7 +142,7 @@ DRIFT_RELABELS: dict[str, str] = {
     "经停信息": "停靠站信息",
     "选择乘车人": "选择乘客",
     "在线选座": "选座服务",
-    "只看有票": "仅显示有票",
+    "普通车": "普速列车",
     "出发最早": "最早出发",
     "价格最低": "低价优先",
     "耗时最短": "用时最短",
@@ -159,6 +162,9 @@ def default_list_filters() -> dict[str, Any]:
         "to_st": [],
         "seats": [],
         "avail_only": False,
+        "fleet": [],
+        "ends": [],
+        "arr_bands": [],
     }
 
 

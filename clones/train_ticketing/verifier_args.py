@@ -43,6 +43,10 @@ class TrainFilters(_Args):
     price_seat: str | None = None
     train: str | None = None
     transfer_leg: Literal[1, 2] | None = None
+    # the train list's filter sheet: 车组类型 (any of), 只看始发/终到 (all of), 到达时间 (any band)
+    fleet: list[Literal["fxh", "smart"]] | None = None
+    ends: list[Literal["origin", "terminal"]] | None = None
+    arr_bands: list[Band] | None = None
 
 
 class TrainQuery(TrainFilters):

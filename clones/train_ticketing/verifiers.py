@@ -16,6 +16,7 @@ from clones.base import diff
 from clones.contracts import NoArgs, VerifierSet
 from clones.train_ticketing import booking
 from clones.train_ticketing.answers import AnswerKind, matches
+from clones.train_ticketing.list_filters import passes_extra
 from clones.train_ticketing.stations import is_place, sale_time_of
 from clones.train_ticketing.timetable import (
     SEAT_BY_LABEL,
@@ -106,6 +107,10 @@ def select_legs(state: State, p: dict[str, Any]) -> list[Leg]:
         if p.get("dep_after") and leg.dep_min % 1440 < _minutes(p["dep_after"]):
             continue
         if seat and available(state, leg.train, leg.day).get(seat, 0) < int(p.get("seat_count", 1)):
+            continue
+        if not passes_extra(
+            leg, as_list(p.get("fleet")), as_list(p.get("ends")), as_list(p.get("arr_bands")), BANDS
+        ):
             continue
         out.append(leg)
     return out

@@ -13,6 +13,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from clones.train_ticketing import booking
 from clones.train_ticketing.home_views import screen_context
 from clones.train_ticketing.idcard import mask
+from clones.train_ticketing.list_filters import ENDS, FLEETS, fleet_of, passes_extra
 from clones.train_ticketing.stations import DIRECTORY, HOT_CITIES
 from clones.train_ticketing.timetable import (
     BERTHS,
@@ -29,6 +30,7 @@ from clones.train_ticketing.timetable import (
     legs_between,
     sale_date,
 )
+from clones.train_ticketing.ui import NORMAL_TYPES
 
 TEMPLATES = Path(__file__).parent / "templates"
 WEEKDAY_ZH = "一二三四五六日"
@@ -144,6 +146,8 @@ def list_legs(state: dict[str, Any], *, filtered: bool = True) -> list[Leg]:
             continue
         if f["avail_only"] and not any(n > 0 for n in avail.values()):
             continue
+        if not passes_extra(leg, f.get("fleet", []), f.get("ends", []), f.get("arr_bands", []), BANDS):
+            continue
         out.append(leg)
     key = {
         "dep": lambda leg: (leg.dep_min % 1440, leg.no),
@@ -181,6 +185,42 @@ def leg_row(state: dict[str, Any], leg: Leg) -> dict[str, Any]:
         "sold_out": all(s["n"] <= 0 for s in seats),
         "origin": leg.from_idx == 0,
         "terminal": leg.to_idx == len(leg.train["stops"]) - 1,
+        "fleet": _fleet_label(leg),
+    }
+
+
+def _fleet_label(leg: Leg) -> str:
+    fleet = fleet_of(leg.train)
+    return FLEETS["smart"] if "smart" in fleet else FLEETS["fxh"] if fleet else ""
+
+
+def date_strip(state: dict[str, Any]) -> list[dict[str, str]]:
+    """The list's date tabs: every day of the pre-sale window (15 days by default), today first."""
+    today = today_of(state)
+    days = int(state["world"]["presale_days"])
+    return [{"iso": (today + timedelta(days=i)).isoformat()} for i in range(days)]
+
+
+def list_context(state: dict[str, Any]) -> dict[str, Any]:
+    """What the train list shows; the filter sheet is drawn over the same list."""
+    ui = state["ui"]
+    legs = list_legs(state)
+    everything = list_legs(state, filtered=False)
+    args = ui.get("args", {})
+    expanded = args.get("train", "") if ui["route"] == "train_list" else ""
+    return {
+        "rows": [leg_row(state, leg) for leg in legs],
+        "total": len(everything),
+        "strip": date_strip(state),
+        "f": ui["list"],
+        "expanded": expanded,
+        # under the filter sheet the list is inert: no control of it is in the hierarchy or tappable
+        "under_sheet": ui["route"] == "train_filter",
+        "ev_attr": "data-inert" if ui["route"] == "train_filter" else "data-ev",
+        "quick_gd_on": sorted(ui["list"]["types"]) == sorted(HIGH_SPEED),
+        "quick_normal_on": sorted(ui["list"]["types"]) == sorted(NORMAL_TYPES),
+        "from_stations": sorted({leg.from_station for leg in everything}),
+        "to_stations": sorted({leg.to_station for leg in everything}),
     }
 
 
@@ -465,21 +505,12 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
         ctx["months"] = calendar_months(state, args.get("target", "search"))
         ctx["target"] = args.get("target", "search")
     elif route == "train_list":
-        legs = list_legs(state)
-        ctx["rows"] = [leg_row(state, leg) for leg in legs]
-        ctx["total"] = len(list_legs(state, filtered=False))
-        d = date.fromisoformat(ui["search"]["date"])
-        ctx["strip"] = [
-            {"iso": (d + timedelta(days=i)).isoformat()}
-            for i in range(-2, 3)
-            if booking.in_window(state, (d + timedelta(days=i)).isoformat())
-        ]
-        ctx["f"] = ui["list"]
+        ctx.update(list_context(state))
     elif route == "train_filter":
+        ctx.update(list_context(state))
         legs = list_legs(state, filtered=False)
-        ctx["f"] = ui["list"]
-        ctx["from_stations"] = sorted({leg.from_station for leg in legs})
-        ctx["to_stations"] = sorted({leg.to_station for leg in legs})
+        ctx["fleets"] = FLEETS
+        ctx["ends"] = ENDS
         ctx["seat_classes"] = [c for c in SEAT_LABELS if any(c in leg.train["classes"] for leg in legs)]
         ctx["types"] = [
             ("G", "G-高铁"),
