@@ -112,6 +112,27 @@ def _stop_rows(train: dict[str, Any], posts: dict[str, int]) -> list[dict[str, A
     return rows
 
 
+@lru_cache(maxsize=4)
+def _schedules(
+    corridor_stops: tuple[tuple[str, tuple[tuple[str, int], ...]], ...],
+) -> tuple[tuple[str, str, str, tuple[tuple[str, int | None, int | None, int], ...]], ...]:
+    """The data file's trains as (no, type, corridor, stops); the same for every seed, so parsed once."""
+    stops_of = dict(corridor_stops)
+    out = []
+    for train in real_data()["trains"]:
+        corridor = str(train["corridor"])
+        rows = _stop_rows(train, _km_posts(stops_of[corridor], corridor))
+        out.append(
+            (
+                str(train["no"]),
+                str(train["type"]),
+                corridor,
+                tuple((r["station"], r["arr"], r["dep"], r["km"]) for r in rows),
+            )
+        )
+    return tuple(out)
+
+
 def real_trains(
     seed: int,
     corridor_stops: dict[str, tuple[tuple[str, int], ...]],
@@ -120,16 +141,15 @@ def real_trains(
     """The data file's trains in the timetable's train format; the generated parts (seat classes,
     fare factor) are drawn per train number so they do not depend on the order of the file."""
     out: list[dict[str, Any]] = []
-    for train in real_data()["trains"]:
-        corridor = str(train["corridor"])
-        rng = np.random.default_rng([seed, zlib.crc32(f"real:{train['no']}".encode())])
+    for no, train_type, corridor, stops in _schedules(tuple(corridor_stops.items())):
+        rng = np.random.default_rng([seed, zlib.crc32(f"real:{no}".encode())])
         out.append(
             {
-                "no": train["no"],
-                "type": train["type"],
+                "no": no,
+                "type": train_type,
                 "corridor": corridor,
-                "stops": _stop_rows(train, _km_posts(corridor_stops[corridor], corridor)),
-                "classes": classes_for(str(train["type"]), rng),
+                "stops": [{"station": st, "arr": a, "dep": d, "km": km} for st, a, d, km in stops],
+                "classes": classes_for(train_type, rng),
                 "factor": round(float(rng.uniform(0.96, 1.05)), 3),
                 "real": True,
             }
