@@ -85,31 +85,18 @@ def _km_posts(corridor_stops: tuple[tuple[str, int], ...], corridor: str) -> dic
 
 
 def _stop_rows(train: dict[str, Any], posts: dict[str, int]) -> list[dict[str, Any]]:
-    """Times as minutes after the origin day's midnight; a time earlier than the previous one
-    means the train ran past midnight."""
-    rows: list[dict[str, Any]] = []
-    day = 0
-    last = -1
+    """Times as minutes after the origin day's midnight. No train in the data runs past midnight
+    (``validate_real_data`` refuses times that go backwards), so no day offset is needed."""
     origin_km = posts[train["stops"][0]["station"]]
-    for stop in train["stops"]:
-        times: list[int | None] = []
-        for raw in (stop["arr"], stop["dep"]):
-            t = _minutes(raw)
-            if t is not None:
-                if t + day < last:
-                    day += 24 * 60
-                t += day
-                last = t
-            times.append(t)
-        rows.append(
-            {
-                "station": stop["station"],
-                "arr": times[0],
-                "dep": times[1],
-                "km": abs(posts[stop["station"]] - origin_km),
-            }
-        )
-    return rows
+    return [
+        {
+            "station": stop["station"],
+            "arr": _minutes(stop["arr"]),
+            "dep": _minutes(stop["dep"]),
+            "km": abs(posts[stop["station"]] - origin_km),
+        }
+        for stop in train["stops"]
+    ]
 
 
 @lru_cache(maxsize=4)
