@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from clones.train_ticketing.real_timetable import covered_corridors, real_numbers, real_trains
 from clones.train_ticketing.stations import BY_NAME, CORRIDORS, HOT_CITIES, STATIONS, Corridor
 
 
@@ -137,9 +138,14 @@ def _service(
 
 
 def generate_trains(seed: int) -> list[dict[str, Any]]:
-    """Every train of the timetable, numbered by corridor and direction (odd away from the first station)."""
+    """Every train of the timetable: real trains on the corridors ``real_timetable.json`` covers, generated
+    ones elsewhere, numbered by corridor and direction (odd away from the first station)."""
     trains: list[dict[str, Any]] = []
+    real = covered_corridors()
+    taken = real_numbers()
     for corridor in CORRIDORS:
+        if corridor.name in real:
+            continue  # real trains replace the generated ones (real_timetable.py)
         rng = np.random.default_rng([seed, _stable(corridor.name)])
         for direction in (0, 1):
             stops = list(corridor.stops) if direction == 0 else list(reversed(corridor.stops))
@@ -154,9 +160,12 @@ def generate_trains(seed: int) -> list[dict[str, Any]]:
                         cut = int(rng.integers(2, len(stops) - 1))
                         span = stops[: cut + 1] if rng.random() < 0.5 else stops[cut - 1 :]
                     service = _service(corridor, span, train_type, start, rng)
+                    while f"{train_type}{number}" in taken:
+                        number += 2  # a real train has this number
                     service["no"] = f"{train_type}{number}"
                     number += 2 * int(rng.integers(1, 4))
                     trains.append(service)
+    trains += real_trains(seed, {c.name: c.stops for c in CORRIDORS}, _classes_for)
     return trains
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from clones.base import State, UIEvent, snapshot
 from clones.contracts import GoldenRun, WrongEnd
 from clones.train_ticketing import booking
-from clones.train_ticketing.timetable import available, legs_between
+from clones.train_ticketing.timetable import available, city_of, find_train, legs_between
 from clones.train_ticketing.verifiers import VERIFIERS
 from realbench.errors import CloneError
 from realbench.taskpack import PlanStep, Task
@@ -185,12 +185,24 @@ def another_ticket_refunded(run: GoldenRun) -> list[WrongEnd]:
     return [WrongEnd("another ticket refunded as well", run.before, after, None)]
 
 
+def _another_stop(state: State, order_to: str, station: str) -> str:
+    """An intermediate stop of the order's train other than the asked one (trains and their stops
+    come from the timetable, so no station name is fixed here)."""
+    for order in state["user"]["orders"]:
+        train = find_train(state["world"], order["train"])
+        if train is None or city_of(order["to"]) != order_to:
+            continue
+        names = [s["station"] for s in train["stops"][1:-1]]
+        return next(n for n in names if n != station)
+    raise CloneError(f"no order to {order_to} with a train to change on")
+
+
 @VERIFIERS.wrong_end_states("ticket_changed")
 def changed_to_the_wrong_train(run: GoldenRun) -> list[WrongEnd]:
     task, inst = run.instance.task, run.instance
     if inst.verifier_args.get("source") == "change_station":
         station = inst.params["station"]
-        other = "常州北" if station != "常州北" else "南京南"
+        other = _another_stop(run.before, inst.verifier_args.get("order_to", ""), station)
         wrong = _replace_selector(task, {"resource_id": "new_station_name"}, {"text": other})
     else:
         wrong = _insert_before(
