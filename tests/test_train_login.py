@@ -94,7 +94,9 @@ def test_login_returns_to_the_screen_it_interrupted() -> None:
     r.step(PlanStep.model_validate({"tap": {"resource_id": "train_row"}}))
     origin = {"route": r.state["ui"]["route"], "args": dict(r.state["ui"]["args"])}
     stack = json.dumps(r.state["ui"]["stack"], sort_keys=True)
-    assert origin["route"] == "train_seats"
+    # the card's seats unfold inside the list; the list's args name the opened train
+    assert origin["route"] == "train_list" and origin["args"].get("train")
+    r.step(PlanStep.model_validate({"scroll_to": {"selector": {"resource_id": "book_edz"}}}))
     r.step(PlanStep.model_validate({"tap": {"resource_id": "book_edz"}}))
     assert r.state["ui"]["route"] == "login"
     for raw in (
