@@ -94,7 +94,7 @@ def _open_login(state: State, event: UIEvent) -> None:
 
 def password_login(state: State) -> None:
     """The login page's 登录 in this variant: phone number and password."""
-    phone = form(state, "phone").replace(" ", "")
+    phone = form(state, "login_phone").replace(" ", "")
     require(phone.isdigit() and len(phone) == 11, "请输入11位手机号")
     require(len(form(state, "password")) >= 6, "请输入6-20位登录密码")
     require(phone == state["world"]["owner"]["phone"], "手机号或登录密码错误")

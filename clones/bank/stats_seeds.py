@@ -132,7 +132,7 @@ def _variant_seeds(clone: Bank, transfer_form: dict[str, str]) -> list[State]:
     """The logged-out home with login on demand (a new phone, so the device step shows) and the
     transfer with the SMS code on the confirmation page, filled so the crawler gets through."""
     guest = clone.build_state(CloneSetup(data={"start": "logged_out_home"}), {})
-    guest["ui"]["form"].update(phone="13800005721", password="test1234", device_code="123456")
+    guest["ui"]["form"].update(login_phone="13800005721", password="test1234", device_code="123456")
     sms = clone.build_state(CloneSetup(data={"transfer_flow": "sms_on_confirm"}), {})
     clone.handle(sms, _event("transfer_to_payee", "p2"))
     sms["ui"]["form"].update(amount="200", note="还款", confirm_sms_code="123456", tx_password="123456")
