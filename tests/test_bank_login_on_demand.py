@@ -178,6 +178,13 @@ def test_the_device_step_cannot_be_entered_without_the_password() -> None:
     with pytest.raises(CloneError, match="手机号和登录密码"):
         BANK.handle(state, UIEvent("device_verify", None, {"device_code": "123456"}))
     assert not state["user"]["logged_in"] and not state["user"]["device_authorised"]
+    # nor from a screen reached after leaving the step
+    BANK.handle(state, UIEvent("open_login"))
+    _login(state)
+    BANK.handle(state, UIEvent("__home__"))
+    with pytest.raises(CloneError, match="手机号和登录密码"):
+        BANK.handle(state, UIEvent("device_verify", None, {"device_code": "123456"}))
+    assert not state["user"]["logged_in"] and not state["user"]["device_authorised"]
 
 
 @pytest.mark.parametrize(

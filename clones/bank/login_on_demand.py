@@ -120,7 +120,9 @@ def _device_resend_sms(state: State, event: UIEvent) -> None:
 @on("device_verify")
 def _device_verify(state: State, event: UIEvent) -> None:
     """First use on this phone: the SMS code authorises the device, then the login completes."""
-    require(bool(state["ui"].get("device_step")), "请先输入手机号和登录密码")
+    # only from the step's own page, right after the password: never from a screen left earlier
+    on_step = state["ui"]["route"] == "device_verify" and bool(state["ui"].get("device_step"))
+    require(on_step, "请先输入手机号和登录密码")
     code = form(state, "device_code")
     require(bool(code), "请输入短信验证码")
     require(code == SMS_CODE, "短信验证码错误")
