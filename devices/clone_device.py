@@ -76,6 +76,8 @@ class CloneDevice:
         self._session: str | None = None
         self._crashed = False
         self._generation = 0
+        # touch sequences ended on the current page load (the runtime counts the same ones)
+        self._touch_ends = 0
 
     # --- Device protocol ---
 
@@ -191,6 +193,7 @@ class CloneDevice:
                 raise DeviceError(f"{self._serial}: the clone page for session {session} answered {status}")
             await page.wait_for_function("() => !!window.__rb")
             self._session = session
+            self._touch_ends = 0
 
     async def _page_eval(self, script: str, arg: Any = None) -> Any:
         page = self._require_page()
@@ -201,6 +204,9 @@ class CloneDevice:
 
     async def _settled(self, wait_scroll: bool) -> dict[str, Any]:
         result = await self._page_eval("(s) => window.__rb.settled(s)", wait_scroll)
+        return self._check_settled(result)
+
+    def _check_settled(self, result: dict[str, Any] | None) -> dict[str, Any]:
         if result and result.get("error"):
             raise DeviceLost(f"{self._serial}: the page could not reach the clone server ({result['error']})")
         return dict(result or {})
@@ -250,6 +256,8 @@ class CloneDevice:
             else [{"x": x, "y": y, "id": 0, "radiusX": 1, "radiusY": 1, "force": 1}]
         )
         self._require_page()
+        if kind in ("touchEnd", "touchCancel"):
+            self._touch_ends += 1
         await self._cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
 
     async def _tap(self, x: float, y: float) -> None:
@@ -257,10 +265,28 @@ class CloneDevice:
         # the first one's acknowledgement cost a round trip per tap (a phone's tap has no gap either).
         await asyncio.gather(self._touch("touchStart", x, y), self._touch("touchEnd"))
 
+    async def _tap_applied(self, x: float, y: float) -> None:
+        """A tap, returning once the page applied what it posted. The wait is asked for together
+        with the touches (not after their acknowledgement): the page knows when the tap's click ran,
+        which saves a round trip and a timer per step. A touch that ends without a click is released
+        by the acknowledgement instead."""
+        page = self._require_page()
+        n = self._touch_ends + 1
+        applied = asyncio.ensure_future(page.evaluate("(n) => window.__rb.afterTap(n)", n))
+        try:
+            await self._tap(x, y)
+            acknowledged = page.evaluate("(n) => window.__rb.tapAcknowledged(n)", n)
+            result, _ = await asyncio.gather(applied, acknowledged)
+        except BaseException:
+            applied.cancel()
+            raise
+        self._check_settled(result)
+
     async def _act(self, action: Action) -> None:
         wait_scroll = False
         if isinstance(action, Click):
-            await self._tap(*self._css(action.x, action.y))
+            await self._tap_applied(*self._css(action.x, action.y))
+            return
         elif isinstance(action, DoubleClick):
             point = self._css(action.x, action.y)
             await self._tap(*point)
