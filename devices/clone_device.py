@@ -179,21 +179,38 @@ class CloneDevice:
 
     async def _open(self, session: str) -> None:
         if self._page is None:
+            self._cdp = None
             self._context, self._page, self._owns_context = await self.pool.new_page(self.emulation)
             self._generation = self.pool.generation
             self._page.on("crash", self._on_crash)
             if self._headers:
                 await self._page.set_extra_http_headers(self._headers)
-            self._cdp = await self._context.new_cdp_session(self._page)
         page = self._require_page()
         if session != self._session:
             resp = await page.goto(f"{self.server_url}/s/{session}", wait_until="domcontentloaded")
             if resp is None or resp.status != 200:
                 status = resp.status if resp is not None else "no response"
                 raise DeviceError(f"{self._serial}: the clone page for session {session} answered {status}")
-            await page.wait_for_function("() => !!window.__rb")
+            # The runtime is inline at the end of the body, so it has run by DOMContentLoaded; one
+            # evaluation checks it (wait_for_function would first inject Playwright's own helper
+            # script into every page, a measurable part of bringing an environment up).
+            if not await page.evaluate("() => !!window.__rb"):
+                raise DeviceError(f"{self._serial}: the clone page for session {session} has no runtime")
             self._session = session
             self._touch_ends = 0
+
+    async def _session_cdp(self) -> Any:
+        """The page's CDP session, attached on first use: an environment that is brought up but not
+        yet stepped costs the browser one attachment less."""
+        if self._cdp is None:
+            # a future, so that calls racing for the first session share one
+            self._cdp = asyncio.ensure_future(self._context.new_cdp_session(self._require_page()))
+        try:
+            return await asyncio.shield(self._cdp)
+        except BaseException:
+            if self._cdp.done() and (self._cdp.cancelled() or self._cdp.exception() is not None):
+                self._cdp = None  # attach again next time
+            raise
 
     async def _page_eval(self, script: str, arg: Any = None) -> Any:
         page = self._require_page()
@@ -234,7 +251,7 @@ class CloneDevice:
                 "scale": self.emulation.scale,
             }
         shot, xml = await asyncio.gather(
-            self._cdp.send("Page.captureScreenshot", params),
+            (await self._session_cdp()).send("Page.captureScreenshot", params),
             self._page_eval("(s) => window.__rb.dumpHierarchy(s)", self.emulation.scale),
         )
         return base64.b64decode(shot["data"]), str(xml)
@@ -258,11 +275,14 @@ class CloneDevice:
         self._require_page()
         if kind in ("touchEnd", "touchCancel"):
             self._touch_ends += 1
-        await self._cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+        await (await self._session_cdp()).send(
+            "Input.dispatchTouchEvent", {"type": kind, "touchPoints": points}
+        )
 
     async def _tap(self, x: float, y: float) -> None:
         # Both events are sent at once: CDP delivers a session's commands in order, and waiting for
         # the first one's acknowledgement cost a round trip per tap (a phone's tap has no gap either).
+        await self._session_cdp()  # attached before the two sends, so they leave in order
         await asyncio.gather(self._touch("touchStart", x, y), self._touch("touchEnd"))
 
     async def _tap_applied(self, x: float, y: float) -> None:
@@ -327,7 +347,7 @@ class CloneDevice:
 
     async def _require_page_cdp(self, method: str, params: dict[str, Any]) -> Any:
         self._require_page()
-        return await self._cdp.send(method, params)
+        return await (await self._session_cdp()).send(method, params)
 
     async def _swipe(self, action: Swipe) -> None:
         x1, y1 = self._css(action.x, action.y)

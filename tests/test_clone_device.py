@@ -359,7 +359,7 @@ def test_png_and_model_resolution(clone_server, browser_pool):
 
 async def crash_renderer(dev: CloneDevice) -> None:
     """Crash the page's renderer (Page.crash never answers, so it is not awaited)."""
-    crash = asyncio.ensure_future(dev._cdp.send("Page.crash"))
+    crash = asyncio.ensure_future((await dev._session_cdp()).send("Page.crash"))
     for _ in range(100):
         if dev.lost:
             break
