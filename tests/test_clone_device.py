@@ -18,7 +18,7 @@ import pytest
 
 from clones.base import get_clone
 from clones.toy import TOY
-from devices.clone_browser import BrowserPool, Emulation, Isolation, descendant_pids
+from devices.clone_browser import DEFAULT_CHROMIUM, BrowserPool, Emulation, Isolation, descendant_pids
 from devices.clone_device import CloneDevice
 from devices.clone_target import CloneTarget
 from realbench.actions import Click, DoubleClick, Key, KeyPress, LongPress, OpenApp, Swipe, Type, Wait
@@ -67,6 +67,20 @@ def test_missing_chromium_is_a_clear_error(tmp_path):
     with pytest.raises(BrowserMissingError) as info:
         BrowserPool(tmp_path / "no-chromium").start()
     assert "apt-get install chromium" in (info.value.hint or "")
+
+
+@pytest.mark.browser
+def test_a_browser_that_fails_to_start_once_is_started_again(tmp_path):
+    """A start that fails (as one under heavy load may time out) is retried once, waiting longer."""
+    tries = tmp_path / "tries"
+    chromium = tmp_path / "chromium"
+    chromium.write_text(
+        f'#!/bin/sh\necho x >> {tries}\n[ "$(wc -l < {tries})" -gt 1 ] || exit 3\nexec {DEFAULT_CHROMIUM} "$@"\n'
+    )
+    chromium.chmod(0o755)
+    with BrowserPool(chromium) as pool:
+        assert pool.running and pool.version
+    assert tries.read_text().count("x") == 2
 
 
 @pytest.fixture

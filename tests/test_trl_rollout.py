@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from devices.rl.host import acquire_shared_host, release_shared_host
 from devices.rl.trl_adapter import (
     CloneEpisodeRollout,
     Sample,
@@ -20,6 +21,16 @@ PACK = "taskpacks/train_ticketing"
 FMT = "qwen-mobile"
 CLICK = '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [%d, %d]}}\n</tool_call>'
 GIVE_UP = '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "terminate", "status": "fail"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_browser_for_the_module():
+    """Holds the process's shared environment host for the module, so its Chromium starts once
+    (each start under heavy load is a chance to time out; a failed start is retried, waiting
+    longer, by BrowserPool)."""
+    host = acquire_shared_host()
+    yield host
+    release_shared_host(host)
 
 
 class ScriptedSampler:
