@@ -10,10 +10,11 @@ uses), and two ways to score a group of completions on live clone environments:
 
 What GRPO's loss sees of an episode: TRL 1.16's rollout hook returns one (prompt, completion)
 token sequence per row, and the trainer's forward pass conditions it on the row's own dataset
-images only, so a later step (whose screenshot is not among them) cannot enter the loss. The
-rollout therefore returns the first step's tokens and credits them with the whole episode's
-return; later steps are played on-policy but not trained on in that batch. A loss over every
-step needs a trainer that carries each step's images (see devices/rl/verl_adapter.py).
+images only. Called by a plain GRPOTrainer, the hook therefore returns the first step's tokens and
+credits them with the whole episode's return (later steps are played on-policy but not trained
+on). `devices.rl.trl_trainer.EpisodeGRPOTrainer` puts every step into the loss: it plays the
+episodes through `play_row` and has the trainer score one row per step (that step's prompt and
+screenshots), each with its episode's advantage.
 
 GRPO samples a group of completions per prompt; each is played on the clone from the same state
 and earns the environment's reward (the verifier's progress and success, minus the format-error
@@ -21,8 +22,8 @@ penalty), so the group's advantages compare actions by what they did to the app.
 
     states = clone_states(pack="train_ticketing", task_id="book-ticket", seeds=range(8), fmt="qwen-mobile")
     rollout = CloneEpisodeRollout(states, pack="train_ticketing", fmt="qwen-mobile", max_steps=4)
-    trainer = GRPOTrainer(model=..., processing_class=processor, train_dataset=states.dataset(),
-                          reward_funcs=[episode_return_reward], rollout_func=rollout, args=...)
+    trainer = EpisodeGRPOTrainer(model=..., processing_class=processor, train_dataset=states.dataset(),
+                                 reward_funcs=[episode_return_reward], rollout_func=rollout, args=...)
 """
 
 from __future__ import annotations
