@@ -129,7 +129,7 @@ def machine() -> dict[str, Any]:
 
 def tap_selector(target: CloneTarget, selector: Selector) -> None:
     dev = target.device
-    node = Hierarchy(dev.observe().hierarchy).find_one(selector)
+    node = Hierarchy(dev.observe().hierarchy or "").find_one(selector)
     if node is None:
         raise SystemExit(f"benchmark control {selector} is not on the screen")
     w, h = dev.size()
@@ -146,7 +146,7 @@ def bench_reset_and_step(
         try:
             target.setup(instance)
             dev = target.device
-            node = Hierarchy(dev.observe().hierarchy).find_one(toggle) if toggle else None
+            node = Hierarchy(dev.observe().hierarchy or "").find_one(toggle) if toggle else None
             if node is None:
                 raise SystemExit(f"clone {pack.clone}: no benchmark control on its start screen")
             w, h = dev.size()
