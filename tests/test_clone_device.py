@@ -174,6 +174,52 @@ def test_tap_on_node_centre_hits_that_node(clone_server, device):
     assert st["ui"]["route"] == "item" and st["ui"]["args"] == {"item": 3}
 
 
+CANONICAL_DOM = """() => {
+  function canon(n) {
+    if (n.nodeType === 3) return JSON.stringify(n.nodeValue);
+    if (n.nodeType !== 1) return "";
+    const attrs = Array.from(n.attributes).map((a) => a.name + "=" + JSON.stringify(a.value)).sort();
+    const state = "value" in n ? ["value=" + JSON.stringify(String(n.value))] : [];
+    if ("checked" in n) state.push("checked=" + n.checked);
+    return "<" + n.tagName + " " + attrs.concat(state).join(" ") + ">" +
+      Array.from(n.childNodes).map(canon).join("") + "</" + n.tagName + ">";
+  }
+  return canon(document.getElementById("app"));
+}"""
+
+
+@pytest.mark.browser
+def test_same_screen_rerender_patches_the_dom_to_what_a_fresh_render_builds(clone_server, device):
+    """A re-render of the same screen keeps the elements that did not change (so Chromium repaints
+    only what did) and ends with the DOM, field values and hierarchy a fresh render of the screen
+    builds."""
+    sid = open_session(clone_server, device, route="list")
+    marked = device._run(
+        device._page_eval(
+            "() => { const all = document.querySelectorAll('#app *');"
+            " all.forEach((e) => { e.__kept = true; }); return all.length; }"
+        ),
+        "mark",
+    )
+    row = Hierarchy(device.observe().hierarchy or "").find(Selector(text_regex="^商品\\d\\d$"))[3]
+    w, h = device.size()
+    x, y = to_normalised(*row.bounds.center, w, h)
+    device.act(LongPress(x=x, y=y, duration_ms=700))  # a favourite: the same route, re-rendered
+    assert state(clone_server, sid)["user"]["favs"] == [int(row.text[2:])]
+    kept = device._run(
+        device._page_eval(
+            "() => Array.from(document.querySelectorAll('#app *')).filter((e) => e.__kept).length"
+        ),
+        "kept",
+    )
+    patched_dom = device._run(device._page_eval(CANONICAL_DOM), "dom")
+    patched_tree = device.observe().hierarchy
+    device.refresh()  # the same screen built afresh (a whole swap)
+    assert device._run(device._page_eval(CANONICAL_DOM), "dom") == patched_dom
+    assert device.observe().hierarchy == patched_tree
+    assert marked > 20 and kept >= 0.9 * marked, (kept, marked)
+
+
 @pytest.mark.browser
 def test_typing_enter_and_form_sync(clone_server, device):
     sid = open_session(clone_server, device)
