@@ -2,7 +2,9 @@
 
 GRPOTrainer's rollout hook (`rollout_func`) is `devices.rl.trl_adapter.CloneEpisodeRollout`:
 each rollout is a multi-step episode on a live clone, every step prompted by realbench's own
-prompt builder with that step's screenshot, and the episode's return is GRPO's reward.
+prompt builder with that step's screenshot, and the episode's return is GRPO's reward. The trainer
+is `devices.rl.trl_trainer.EpisodeGRPOTrainer`, so every step of every episode enters the loss
+(conditioned on that step's own prompt and screenshots), with its episode's advantage.
 
 The policy is a tiny randomly initialised Qwen2-VL built on the spot (examples/tiny_vlm.py; no
 download), so its completions are noise and nearly all are format errors: this shows the loop
