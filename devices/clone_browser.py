@@ -42,6 +42,9 @@ CHROMIUM_ARGS = (
     "--hide-scrollbars",
 )
 CALL_TIMEOUT_S = 30.0
+# Chromium's start, per attempt. Under heavy load a start can outlast Playwright's default 30 s;
+# the second attempt waits longer rather than failing whatever needed the browser.
+LAUNCH_TIMEOUTS_S = (30.0, 90.0)
 
 
 class Emulation(BaseModel):
@@ -166,21 +169,38 @@ class BrowserPool:
                 thread.start()
                 self._loop, self._thread = loop, thread
             try:
-                self.call(self._launch(), timeout=60)
+                self._launch_with_retry()
             except BaseException:
                 self._stop_loop()
                 raise
             self.generation += 1
             return self
 
-    async def _launch(self) -> None:
+    def _launch_with_retry(self) -> None:
+        for attempt, timeout in enumerate(LAUNCH_TIMEOUTS_S, 1):
+            try:
+                self.call(self._launch(timeout), timeout=timeout + 30)
+                return
+            except DeviceError as exc:
+                if attempt == len(LAUNCH_TIMEOUTS_S):
+                    raise
+                log.warning("Chromium did not start (%s); trying once more, waiting longer", exc)
+
+    async def _launch(self, timeout_s: float) -> None:
         from playwright.async_api import async_playwright
 
         self._pw = await async_playwright().start()
         try:
             self._browser = await self._pw.chromium.launch(
-                executable_path=str(self.executable), headless=True, args=list(self.args)
+                executable_path=str(self.executable),
+                headless=True,
+                args=list(self.args),
+                timeout=timeout_s * 1000,
             )
+        except asyncio.CancelledError:  # the caller gave up waiting: leave no driver behind
+            pw, self._pw = self._pw, None
+            await pw.stop()
+            raise
         except Exception as exc:
             await self._pw.stop()
             self._pw = None

@@ -76,6 +76,8 @@ class CloneDevice:
         self._session: str | None = None
         self._crashed = False
         self._generation = 0
+        # touch sequences ended on the current page load (the runtime counts the same ones)
+        self._touch_ends = 0
 
     # --- Device protocol ---
 
@@ -177,20 +179,38 @@ class CloneDevice:
 
     async def _open(self, session: str) -> None:
         if self._page is None:
+            self._cdp = None
             self._context, self._page, self._owns_context = await self.pool.new_page(self.emulation)
             self._generation = self.pool.generation
             self._page.on("crash", self._on_crash)
             if self._headers:
                 await self._page.set_extra_http_headers(self._headers)
-            self._cdp = await self._context.new_cdp_session(self._page)
         page = self._require_page()
         if session != self._session:
             resp = await page.goto(f"{self.server_url}/s/{session}", wait_until="domcontentloaded")
             if resp is None or resp.status != 200:
                 status = resp.status if resp is not None else "no response"
                 raise DeviceError(f"{self._serial}: the clone page for session {session} answered {status}")
-            await page.wait_for_function("() => !!window.__rb")
+            # The runtime is inline at the end of the body, so it has run by DOMContentLoaded; one
+            # evaluation checks it (wait_for_function would first inject Playwright's own helper
+            # script into every page, a measurable part of bringing an environment up).
+            if not await page.evaluate("() => !!window.__rb"):
+                raise DeviceError(f"{self._serial}: the clone page for session {session} has no runtime")
             self._session = session
+            self._touch_ends = 0
+
+    async def _session_cdp(self) -> Any:
+        """The page's CDP session, attached on first use: an environment that is brought up but not
+        yet stepped costs the browser one attachment less."""
+        if self._cdp is None:
+            # a future, so that calls racing for the first session share one
+            self._cdp = asyncio.ensure_future(self._context.new_cdp_session(self._require_page()))
+        try:
+            return await asyncio.shield(self._cdp)
+        except BaseException:
+            if self._cdp.done() and (self._cdp.cancelled() or self._cdp.exception() is not None):
+                self._cdp = None  # attach again next time
+            raise
 
     async def _page_eval(self, script: str, arg: Any = None) -> Any:
         page = self._require_page()
@@ -201,6 +221,9 @@ class CloneDevice:
 
     async def _settled(self, wait_scroll: bool) -> dict[str, Any]:
         result = await self._page_eval("(s) => window.__rb.settled(s)", wait_scroll)
+        return self._check_settled(result)
+
+    def _check_settled(self, result: dict[str, Any] | None) -> dict[str, Any]:
         if result and result.get("error"):
             raise DeviceLost(f"{self._serial}: the page could not reach the clone server ({result['error']})")
         return dict(result or {})
@@ -228,7 +251,7 @@ class CloneDevice:
                 "scale": self.emulation.scale,
             }
         shot, xml = await asyncio.gather(
-            self._cdp.send("Page.captureScreenshot", params),
+            (await self._session_cdp()).send("Page.captureScreenshot", params),
             self._page_eval("(s) => window.__rb.dumpHierarchy(s)", self.emulation.scale),
         )
         return base64.b64decode(shot["data"]), str(xml)
@@ -250,17 +273,40 @@ class CloneDevice:
             else [{"x": x, "y": y, "id": 0, "radiusX": 1, "radiusY": 1, "force": 1}]
         )
         self._require_page()
-        await self._cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": points})
+        if kind in ("touchEnd", "touchCancel"):
+            self._touch_ends += 1
+        await (await self._session_cdp()).send(
+            "Input.dispatchTouchEvent", {"type": kind, "touchPoints": points}
+        )
 
     async def _tap(self, x: float, y: float) -> None:
         # Both events are sent at once: CDP delivers a session's commands in order, and waiting for
         # the first one's acknowledgement cost a round trip per tap (a phone's tap has no gap either).
+        await self._session_cdp()  # attached before the two sends, so they leave in order
         await asyncio.gather(self._touch("touchStart", x, y), self._touch("touchEnd"))
+
+    async def _tap_applied(self, x: float, y: float) -> None:
+        """A tap, returning once the page applied what it posted. The wait is asked for together
+        with the touches (not after their acknowledgement): the page knows when the tap's click ran,
+        which saves a round trip and a timer per step. A touch that ends without a click is released
+        by the acknowledgement instead."""
+        page = self._require_page()
+        n = self._touch_ends + 1
+        applied = asyncio.ensure_future(page.evaluate("(n) => window.__rb.afterTap(n)", n))
+        try:
+            await self._tap(x, y)
+            acknowledged = page.evaluate("(n) => window.__rb.tapAcknowledged(n)", n)
+            result, _ = await asyncio.gather(applied, acknowledged)
+        except BaseException:
+            applied.cancel()
+            raise
+        self._check_settled(result)
 
     async def _act(self, action: Action) -> None:
         wait_scroll = False
         if isinstance(action, Click):
-            await self._tap(*self._css(action.x, action.y))
+            await self._tap_applied(*self._css(action.x, action.y))
+            return
         elif isinstance(action, DoubleClick):
             point = self._css(action.x, action.y)
             await self._tap(*point)
@@ -301,7 +347,7 @@ class CloneDevice:
 
     async def _require_page_cdp(self, method: str, params: dict[str, Any]) -> Any:
         self._require_page()
-        return await self._cdp.send(method, params)
+        return await (await self._session_cdp()).send(method, params)
 
     async def _swipe(self, action: Swipe) -> None:
         x1, y1 = self._css(action.x, action.y)

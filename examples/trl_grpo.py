@@ -2,7 +2,9 @@
 
 GRPOTrainer's rollout hook (`rollout_func`) is `devices.rl.trl_adapter.CloneEpisodeRollout`:
 each rollout is a multi-step episode on a live clone, every step prompted by realbench's own
-prompt builder with that step's screenshot, and the episode's return is GRPO's reward.
+prompt builder with that step's screenshot, and the episode's return is GRPO's reward. The trainer
+is `devices.rl.trl_trainer.EpisodeGRPOTrainer`, so every step of every episode enters the loss
+(conditioned on that step's own prompt and screenshots), with its episode's advantage.
 
 The policy is a tiny randomly initialised Qwen2-VL built on the spot (examples/tiny_vlm.py; no
 download), so its completions are noise and nearly all are format errors: this shows the loop
@@ -43,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from tiny_vlm import build_tiny_qwen2_vl
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from devices.rl.trl_adapter import CloneEpisodeRollout, clone_states, episode_return_reward
+    from devices.rl.trl_trainer import EpisodeGRPOTrainer
     from realbench.agents.formats import get_format
 
     torch.set_num_threads(2)
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=0,
             temperature=1.0,
         )
-        trainer = GRPOTrainer(
+        trainer = EpisodeGRPOTrainer(
             model=model,
             processing_class=processor,
             reward_funcs=[episode_return_reward],
@@ -104,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     errors = sum(e.format_errors for e in played)
     print(
         f"{len(losses)} GRPO steps, {len(played)} episodes played on the clone "
-        f"({steps} steps, {errors} format errors), {time.perf_counter() - started:.0f} s",
+        f"({steps} steps, {errors} format errors, {trainer.rows_scored} step rows in the loss), "
+        f"{time.perf_counter() - started:.0f} s",
         flush=True,
     )
     return 0 if len(losses) == args.steps else 1

@@ -5,6 +5,7 @@ for the module; environments on the toy clone."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -241,6 +242,10 @@ def test_bad_input_is_a_clear_error_and_harms_nothing(host, packs, env):
         env.reset(options={"task_id": "nope"})
 
 
+async def _crash(device: Any) -> None:
+    await (await device._session_cdp()).send("Page.crash")
+
+
 def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
     envs = [RealbenchEnv(packs["toy"], "buy-item", host=host) for _ in range(3)]
     try:
@@ -248,7 +253,7 @@ def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
             e.reset(seed=0)
         devices = [host.env(e.env_id)._device for e in envs]
         with pytest.raises(RealbenchError):  # the crash answers with an error, as a crash would
-            devices[0].pool.call(devices[0]._cdp.send("Page.crash"), timeout=5)
+            devices[0].pool.call(_crash(devices[0]), timeout=5)
         shared = [d._context is devices[0]._context for d in devices]  # same context: same renderer
         results = [e.step(CLICK_LIST) for e in envs]
         assert [r[4]["aborted"] for r in results] == shared and shared[0]

@@ -25,11 +25,14 @@ def test_two_grpo_steps_on_the_clone(capsys):
     out = capsys.readouterr().out
     assert "step 1: loss" in out and "step 2: loss" in out
     # every rollout was an episode on a clone environment, of more than one step
-    played = re.search(r"(\d+) episodes played on the clone \((\d+) steps", out)
+    played = re.search(
+        r"(\d+) episodes played on the clone \((\d+) steps.*, (\d+) step rows in the loss", out
+    )
     assert played is not None, out
-    episodes, steps = int(played.group(1)), int(played.group(2))
+    episodes, steps, trained = (int(g) for g in played.groups())
     assert episodes == 4
     assert steps > episodes
+    assert trained == steps  # every step of every episode entered GRPO's loss
 
 
 def test_prompts_are_the_run_commands_prompts():

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from devices.rl.host import acquire_shared_host, release_shared_host
 from devices.rl.trl_adapter import (
     CloneEpisodeRollout,
     Sample,
@@ -20,6 +21,16 @@ PACK = "taskpacks/train_ticketing"
 FMT = "qwen-mobile"
 CLICK = '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "click", "coordinate": [%d, %d]}}\n</tool_call>'
 GIVE_UP = '<tool_call>\n{"name": "mobile_use", "arguments": {"action": "terminate", "status": "fail"}}\n</tool_call>'
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_browser_for_the_module():
+    """Holds the process's shared environment host for the module, so its Chromium starts once
+    (each start under heavy load is a chance to time out; a failed start is retried, waiting
+    longer, by BrowserPool)."""
+    host = acquire_shared_host()
+    yield host
+    release_shared_host(host)
 
 
 class ScriptedSampler:
@@ -97,3 +108,88 @@ def test_a_prompt_from_elsewhere_is_refused():
             rollout([stranger], trainer=None)
     finally:
         rollout.close()
+
+
+class TokenizingSampler(ScriptedSampler):
+    """Says scripted texts, tokenized by the trainer's own processor as the default sampler would
+    (so the trainer can score the rows), and keeps each step's prompt ids."""
+
+    def __call__(self, trainer: Any, prompt: list[dict[str, Any]], images: list[Any]) -> Sample:
+        self.seen.append((prompt, images))
+        text = self.texts[(len(self.seen) - 1) % len(self.texts)]
+        processor = trainer.processing_class
+        chat = processor.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+        ids = [int(t) for t in processor(text=[chat], images=images, return_tensors="pt")["input_ids"][0]]
+        completion = processor.tokenizer.encode(text) + [processor.tokenizer.eos_token_id]
+        return Sample(ids=ids, completion=completion, logprobs=[-0.5] * len(completion), text=text)
+
+
+@pytest.mark.browser
+def test_every_step_of_an_episode_enters_the_loss(tmp_path):
+    pytest.importorskip("trl")
+    import sys
+    from pathlib import Path
+
+    from trl import GRPOConfig
+
+    from devices.rl.trl_trainer import EpisodeGRPOTrainer
+    from realbench.agents.formats import get_format
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from tiny_vlm import build_tiny_qwen2_vl
+
+    policy = get_format(FMT).image_policy()
+    states = clone_states(pack=PACK, seeds=[0], fmt=FMT, short_side=224)
+    processor, model = build_tiny_qwen2_vl(max_pixels=policy.max_pixels, min_pixels=policy.min_pixels)
+    # episode 1: click, click, give up (3 steps); episode 2: unparseable text, give up (2 steps)
+    sampler = TokenizingSampler([CLICK % (10, 10), CLICK % (20, 20), GIVE_UP, "no action here", GIVE_UP])
+    rollout = CloneEpisodeRollout(states, pack=PACK, fmt=FMT, max_steps=5, short_side=224, sampler=sampler)
+    config = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=64,
+        beta=0.0,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+    )
+    try:
+        trainer = EpisodeGRPOTrainer(
+            model=model,
+            processing_class=processor,
+            reward_funcs=[episode_return_reward],
+            rollout_func=rollout,
+            args=config,
+            train_dataset=states.dataset(),
+        )
+        row = states.dataset()[0]
+        out = trainer._generate_and_score_completions([row, row])
+    finally:
+        rollout.close()
+    assert [len(e.texts) for e in rollout.episodes] == [3, 2]
+    # one loss row per played step, each the step's own prompt and completion, in order
+    assert out["completion_ids"].shape[0] == 5 == len(sampler.seen)
+    for index, (prompt_ids, mask) in enumerate(zip(out["prompt_ids"], out["prompt_mask"], strict=True)):
+        expected = trainer.processing_class(
+            text=[
+                processor.apply_chat_template(
+                    sampler.seen[index][0], add_generation_prompt=True, tokenize=False
+                )
+            ],
+            images=sampler.seen[index][1],
+            return_tensors="pt",
+        )["input_ids"][0]
+        assert prompt_ids[mask.bool()].tolist() == expected.tolist()
+    # the later steps' prompts carry their own history (not the dataset row's prompt)
+    assert "Step 1:" in sampler.seen[2][0][1]["content"][0]["text"]
+    assert out["num_images"] == [len(images) for _, images in sampler.seen]
+    # every step carries its episode's advantage; the two episodes of the group are compared
+    returns = [e.episode_return for e in rollout.episodes]
+    assert returns[0] != returns[1]
+    advantages = out["advantages"].tolist()
+    assert advantages[0] == advantages[1] == advantages[2]
+    assert advantages[3] == advantages[4]
+    assert (advantages[0] > advantages[3]) == (returns[0] > returns[1])
+    assert advantages[0] + advantages[3] == pytest.approx(0.0, abs=1e-4)

@@ -101,6 +101,76 @@
     return app().querySelector(sel);
   }
 
+  // A re-render of the same screen patches the live DOM instead of replacing it: elements that keep
+  // their place (same tag, id, type and name) are updated in place, so Chromium repaints only what
+  // changed and the next screenshot does not re-rasterise the whole screen. The result is the DOM a
+  // swap would build; form state follows the same rules as a swap (below).
+  function sameNode(a, b) {
+    if (a.nodeType !== b.nodeType) return false;
+    if (a.nodeType !== 1) return true;
+    if (a.tagName !== b.tagName || a.id !== b.id) return false;
+    // a field that changes kind or name is a new field (its typed text must not carry over)
+    return a.getAttribute("type") === b.getAttribute("type") && a.getAttribute("name") === b.getAttribute("name");
+  }
+
+  function syncAttributes(el, from) {
+    var i, a;
+    for (i = el.attributes.length - 1; i >= 0; i--) {
+      a = el.attributes[i];
+      if (!from.hasAttributeNS(a.namespaceURI, a.localName)) el.removeAttributeNS(a.namespaceURI, a.localName);
+    }
+    for (i = 0; i < from.attributes.length; i++) {
+      a = from.attributes[i];
+      if (el.getAttributeNS(a.namespaceURI, a.localName) !== a.value) el.setAttributeNS(a.namespaceURI, a.name, a.value);
+    }
+  }
+
+  // What a freshly built field would show: its value attribute, or (on the same screen, for a named
+  // text field rendered without one) what the user typed; checkboxes and selections from their
+  // attributes; a textarea's text.
+  function syncFieldState(el, from) {
+    if (el.tagName === "INPUT") {
+      if (el.type === "checkbox" || el.type === "radio") el.checked = from.hasAttribute("checked");
+      else if (from.hasAttribute("value")) { if (el.value !== from.value) el.value = from.value; }
+      else if (!el.name) el.value = "";
+    } else if (el.tagName === "TEXTAREA") {
+      if (el.value !== from.defaultValue) el.value = from.defaultValue;
+    } else if (el.tagName === "SELECT") {
+      if (el.multiple) {
+        for (var i = 0; i < el.options.length; i++) el.options[i].selected = from.options[i].hasAttribute("selected");
+      } else if (el.selectedIndex !== from.selectedIndex) {
+        el.selectedIndex = from.selectedIndex;
+      }
+    }
+  }
+
+  function patchChildren(parent, from) {
+    var news = Array.prototype.slice.call(from.childNodes);
+    for (var i = 0; i < news.length; i++) {
+      var n = news[i], o = parent.childNodes[i];
+      if (!o) parent.appendChild(n);
+      else if (!sameNode(o, n)) parent.replaceChild(n, o);
+      else if (o.nodeType === 1) patchElement(o, n);
+      else if (o.nodeValue !== n.nodeValue) o.nodeValue = n.nodeValue;
+    }
+    while (parent.childNodes.length > news.length) parent.removeChild(parent.lastChild);
+  }
+
+  function patchElement(el, from) {
+    syncAttributes(el, from);
+    patchChildren(el, from);
+    if (el.tagName === "INPUT" || el.tagName === "TEXTAREA" || el.tagName === "SELECT") syncFieldState(el, from);
+  }
+
+  function patchScreen(html) {
+    var parsed = document.createElement("template");
+    parsed.innerHTML = html;
+    // a swap (innerHTML) never runs scripts; nodes moved out of a template would
+    var scripts = parsed.content.querySelectorAll("script");
+    for (var i = 0; i < scripts.length; i++) scripts[i].remove();
+    patchChildren(app(), parsed.content);
+  }
+
   function apply(data, fresh) {
     var sameRoute = !fresh && data.route === body.dataset.route;
     if (fresh || data.html !== lastHtml) {
@@ -116,7 +186,8 @@
       }
       swapping = true;
       try {
-        app().innerHTML = data.html;
+        if (sameRoute) patchScreen(data.html);
+        else app().innerHTML = data.html;
       } finally {
         swapping = false;
       }
@@ -221,6 +292,56 @@
     post(p.tap.dataset.ev, p.tap.dataset.arg, false);
   }, true);
 
+  // Taps the harness sends through CDP, numbered by the harness per page load. A tap's own event is
+  // posted on pointerup, a checkbox's or select's on the click that follows it, so a tap is done
+  // (as far as the page can tell) once that click ran — or, for a touch that ends without a click,
+  // once the harness says the browser acknowledged the touch's end.
+  var touchesEnded = 0, clickedAfter = 0, acked = 0, tapWaiters = [];
+
+  function releaseTaps() {
+    var still = [];
+    for (var i = 0; i < tapWaiters.length; i++) {
+      var w = tapWaiters[i];
+      if (clickedAfter >= w.n || acked >= w.n) w.resolve();
+      else still.push(w);
+    }
+    tapWaiters = still;
+  }
+
+  function touchEnded(e) { if (e.pointerType === "touch") touchesEnded++; }
+  window.addEventListener("pointerup", touchEnded, true);
+  window.addEventListener("pointercancel", touchEnded, true);
+  // Counted before any handler on the page, released after the click's default action (a
+  // checkbox's change event) and whatever it posted.
+  window.addEventListener("click", function () {
+    clickedAfter = touchesEnded;
+    afterTask().then(releaseTaps);
+  }, true);
+
+  function afterTask() {
+    return new Promise(function (resolve) {
+      var channel = new MessageChannel();
+      channel.port1.onmessage = function () { resolve(); };
+      channel.port2.postMessage(null);
+    });
+  }
+
+  function tapAcknowledged(n) {
+    acked = Math.max(acked, n);
+    // The browser acknowledges a touch's end after its pointer events ran: a count behind the
+    // harness's missed one (it would otherwise wait for the acknowledgement on every later tap).
+    touchesEnded = Math.max(touchesEnded, n);
+    return afterTask().then(releaseTaps);
+  }
+
+  // Resolves when tap `n` is done and every event it posted has been applied (see `settled`).
+  function afterTap(n) {
+    return new Promise(function (resolve) {
+      tapWaiters.push({ n: n, resolve: resolve });
+      releaseTaps();
+    }).then(function () { return settledNow(false); });
+  }
+
   // Non-passive touch listeners make the browser acknowledge a touch only after the handlers
   // above ran, so a driver that waits for its touch to be acknowledged sees the posted event.
   function noop() {}
@@ -269,6 +390,12 @@
   // Resolves when no event is queued or in flight (and, with waitScroll, scrolling has stopped).
   function settled(waitScroll) {
     return new Promise(function (resolve) { setTimeout(resolve, 0); }).then(function () {
+      return settledNow(waitScroll);
+    });
+  }
+
+  function settledNow(waitScroll) {
+    return Promise.resolve().then(function () {
       if (!inflight) return null;
       return new Promise(function (resolve) { idleWaiters.push(resolve); });
     }).then(function () {
@@ -486,6 +613,8 @@
     refresh: refresh,
     enter: enter,
     settled: settled,
+    afterTap: afterTap,
+    tapAcknowledged: tapAcknowledged,
     dumpHierarchy: dumpHierarchy,
   };
   startCountdowns();

@@ -10,10 +10,11 @@ uses), and two ways to score a group of completions on live clone environments:
 
 What GRPO's loss sees of an episode: TRL 1.16's rollout hook returns one (prompt, completion)
 token sequence per row, and the trainer's forward pass conditions it on the row's own dataset
-images only, so a later step (whose screenshot is not among them) cannot enter the loss. The
-rollout therefore returns the first step's tokens and credits them with the whole episode's
-return; later steps are played on-policy but not trained on in that batch. A loss over every
-step needs a trainer that carries each step's images (see devices/rl/verl_adapter.py).
+images only. Called by a plain GRPOTrainer, the hook therefore returns the first step's tokens and
+credits them with the whole episode's return (later steps are played on-policy but not trained
+on). `devices.rl.trl_trainer.EpisodeGRPOTrainer` puts every step into the loss: it plays the
+episodes through `play_row` and has the trainer score one row per step (that step's prompt and
+screenshots), each with its episode's advantage.
 
 GRPO samples a group of completions per prompt; each is played on the clone from the same state
 and earns the environment's reward (the verifier's progress and success, minus the format-error
@@ -21,8 +22,8 @@ penalty), so the group's advantages compare actions by what they did to the app.
 
     states = clone_states(pack="train_ticketing", task_id="book-ticket", seeds=range(8), fmt="qwen-mobile")
     rollout = CloneEpisodeRollout(states, pack="train_ticketing", fmt="qwen-mobile", max_steps=4)
-    trainer = GRPOTrainer(model=..., processing_class=processor, train_dataset=states.dataset(),
-                          reward_funcs=[episode_return_reward], rollout_func=rollout, args=...)
+    trainer = EpisodeGRPOTrainer(model=..., processing_class=processor, train_dataset=states.dataset(),
+                                 reward_funcs=[episode_return_reward], rollout_func=rollout, args=...)
 """
 
 from __future__ import annotations
@@ -263,6 +264,20 @@ class Sample:
     text: str
 
 
+@dataclass
+class PlayedStep:
+    """One step of a played episode as the model saw it: its prompt (image placeholders), the
+    prompt's images in order, and what was sampled."""
+
+    prompt: list[dict[str, Any]]
+    images: list[Any]
+    sample: Sample
+
+    @property
+    def key(self) -> str:
+        return prompt_key(self.prompt, self.images)
+
+
 # (trainer, placeholder prompt, its images in order) -> the sampled step
 Sampler = Callable[[Any, list[dict[str, Any]], list[Any]], Sample]
 
@@ -304,8 +319,13 @@ class CloneEpisodeRollout:
         )
         self.episodes: list[PlayedEpisode] = []
         self.sampler: Sampler = sampler or sample_from_trainer
+        # Set by `EpisodeGRPOTrainer`: steps already played, which the hook then answers with (one
+        # row per step) instead of playing episodes.
+        self.replay: list[tuple[PlayedStep, PlayedEpisode]] | None = None
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        if self.replay is not None:
+            return self._answer_replay(prompts)
         out: dict[str, list[Any]] = {
             "prompt_ids": [],
             "completion_ids": [],
@@ -317,7 +337,8 @@ class CloneEpisodeRollout:
         for prompt in prompts:
             placeholders, pictures = split_trainer_prompt(prompt)
             row = self.states.start(prompt_key(placeholders, pictures))
-            first, episode = self._play(row, trainer)
+            episode, steps = self.play_row(row, trainer)
+            first = steps[0].sample
             self.episodes.append(episode)
             out["prompt_ids"].append(first.ids)
             out["completion_ids"].append(first.completion)
@@ -327,13 +348,40 @@ class CloneEpisodeRollout:
             out["episode_success"].append(episode.success)
         return out
 
-    def _play(self, row: dict[str, Any], trainer: Any) -> tuple[Sample, PlayedEpisode]:
+    def _answer_replay(self, prompts: list[Any]) -> dict[str, Any]:
+        replay = self.replay or []
+        if len(prompts) != len(replay):
+            raise ConfigError(f"the trainer asked for {len(prompts)} step rows; {len(replay)} were played")
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "episode_return": [],
+            "episode_steps": [],
+            "episode_success": [],
+        }
+        for prompt, (step, episode) in zip(prompts, replay, strict=True):
+            if prompt_key(*split_trainer_prompt(prompt)) != step.key:
+                raise ConfigError("a step row's prompt is not the prompt that step was sampled with")
+            out["prompt_ids"].append(step.sample.ids)
+            out["completion_ids"].append(step.sample.completion)
+            out["logprobs"].append(step.sample.logprobs)
+            out["episode_return"].append(episode.episode_return)
+            out["episode_steps"].append(len(episode.texts))
+            out["episode_success"].append(episode.success)
+        return out
+
+    def play_row(self, row: dict[str, Any], trainer: Any) -> tuple[PlayedEpisode, list[PlayedStep]]:
+        """Play one episode from a dataset row's state: the episode and each step as sampled."""
+        return self._play(row, trainer)
+
+    def _play(self, row: dict[str, Any], trainer: Any) -> tuple[PlayedEpisode, list[PlayedStep]]:
         obs, info = self.env.reset(seed=int(row["seed"]), options={"task_id": row["task_id"]})
         instruction = info["instruction"]
         earlier: list[PromptStep] = []
         pictures: dict[str, Any] = {}
         episode = PlayedEpisode(int(row["seed"]), str(row["task_id"]), [], [], 0, False, None)
-        first: Sample | None = None
+        steps: list[PlayedStep] = []
         for index in range(self.max_steps):
             current = prepare_image(Screenshot.from_bytes(bytes(obs["screenshot"])), self.policy)
             pictures.setdefault(current.data_url, _pil(current))
@@ -359,7 +407,7 @@ class CloneEpisodeRollout:
                     hint="rebuild the dataset with clone_states() for this clone and format",
                 )
             sample = self.sampler(trainer, prompt, images)
-            first = first or sample
+            steps.append(PlayedStep(prompt, images, sample))
             text = sample.text
             obs, reward, terminated, truncated, info = self.env.step(text)
             episode.texts.append(text)
@@ -375,8 +423,7 @@ class CloneEpisodeRollout:
                 break
         episode.success = bool(info.get("success"))
         episode.outcome = info.get("outcome")
-        assert first is not None
-        return first, episode
+        return episode, steps
 
     def close(self) -> None:
         self.env.close()
