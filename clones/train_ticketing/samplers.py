@@ -16,6 +16,7 @@ from pydantic import Field, field_validator
 
 from clones.train_ticketing import booking
 from clones.train_ticketing.timetable import SEAT_LABELS, Leg, available, city_of, fmt_min, legs_between
+from clones.train_ticketing.verifiers import find_existing
 from clones.train_ticketing.views import BANDS
 from realbench import dates
 from realbench.errors import ConfigError
@@ -46,6 +47,7 @@ class TripArgs(SamplerArgs):
     types: list[str] | None = Field(default=None, description="train type letters a qualifying train has")
     seat: str | None = Field(default=None, description="seat class a qualifying train has seats in")
     min_seats: int = Field(default=1, ge=1)
+    sold_out: bool = Field(default=False, description="the seat class must be sold out (a waitlist task)")
     bands: list[Band] | None = None
     min_trains: int = Field(default=1, ge=1, description="qualifying trains the trip must have")
     to_station: str | None = Field(
@@ -95,7 +97,12 @@ def _qualifies(state: State, leg: Leg, args: TripArgs) -> bool:
         return False
     if args.to_station and leg.to_station != args.to_station:
         return False
-    return args.seat is None or available(state, leg.train, leg.day).get(args.seat, 0) >= args.min_seats
+    if args.seat is None:
+        return True
+    if args.seat not in leg.train["classes"]:
+        return False
+    left = available(state, leg.train, leg.day).get(args.seat, 0)
+    return left == 0 if args.sold_out else left >= args.min_seats
 
 
 def trip_candidates(state: State, args: TripArgs, today: date) -> list[tuple[str, str, str]]:
@@ -206,6 +213,7 @@ class PassengerArgs(SamplerArgs):
 
     ptypes: list[str] = Field(default_factory=lambda: ["adult"], min_length=1)
     exclude: list[str] = Field(default_factory=list, description="names not to draw")
+    include_self: bool = Field(default=True, description="whether the account holder may be drawn")
 
 
 @SAMPLERS.sampler("passenger", args=PassengerArgs, fields=("name", "ptype"))
@@ -213,9 +221,75 @@ def sample_passenger(
     state: State, args: PassengerArgs, rng: np.random.Generator, today: date
 ) -> dict[str, Any]:
     rows = [
-        p for p in state["user"]["passengers"] if p["ptype"] in args.ptypes and p["name"] not in args.exclude
+        p
+        for p in state["user"]["passengers"]
+        if p["ptype"] in args.ptypes
+        and p["name"] not in args.exclude
+        and (args.include_self or not p["self"])
     ]
     if not rows:
         raise NothingToSample(f"the account has no passenger of types {args.ptypes} outside {args.exclude}")
     row = _pick(rng, rows)
     return {"name": row["name"], "ptype": row["ptype"]}
+
+
+class RouteArgs(SamplerArgs):
+    """A city pair the timetable serves (some train stops in the first city, later in the second)."""
+
+    cities: list[str] | None = Field(default=None, description="default: the station picker's hot cities")
+
+
+@SAMPLERS.sampler("route", args=RouteArgs, fields=("from", "to"))
+def sample_route(state: State, args: RouteArgs, rng: np.random.Generator, today: date) -> dict[str, Any]:
+    pool = list(args.cities) if args.cities else list(state["world"]["hot_cities"])
+    pairs = [(f, t) for f in pool for t in pool if city_of(f) != city_of(t)]
+    day = today.isoformat()
+    for i in rng.permutation(len(pairs)):
+        frm, to = pairs[int(i)]
+        if legs_between(state["world"], frm, to, day):
+            return {"from": frm, "to": to}
+    raise NothingToSample(f"no train serves any pair of {pool}")
+
+
+class OrderArgs(SamplerArgs):
+    """A paid, upcoming order of the account that a task can name by its destination city (the
+    order a verifier's ``order_to`` finds), and a stop its train makes before that destination."""
+
+    order_to: list[str] | None = Field(default=None, description="destination cities to draw from")
+    need_stop: bool = Field(default=False, description="the train must stop between boarding and arrival")
+
+
+@SAMPLERS.sampler(
+    "order", args=OrderArgs, fields=("from", "to", "from_station", "to_station", "label", "train", "stop")
+)
+def sample_order(state: State, args: OrderArgs, rng: np.random.Generator, today: date) -> dict[str, Any]:
+    now = booking.now_of(state)
+    out: list[dict[str, Any]] = []
+    for order in state["user"]["orders"]:
+        city = city_of(order["to"])
+        if args.order_to and city not in args.order_to:
+            continue
+        found = find_existing(state, {"order_to": city})
+        if found is None or found["id"] != order["id"] or booking.order_departure(order) <= now:
+            continue
+        train = next(t for t in state["world"]["trains"] if t["no"] == order["train"])
+        names = [s["station"] for s in train["stops"]]
+        between = names[names.index(order["from"]) + 1 : names.index(order["to"])]
+        if args.need_stop and not between:
+            continue
+        out.append(
+            {
+                "from": city_of(order["from"]),
+                "to": city,
+                "from_station": order["from"],
+                "to_station": order["to"],
+                "label": f"{order['from']} → {order['to']}",
+                "train": order["train"],
+                "stop": _pick(rng, between) if between else "",
+            }
+        )
+    if not out:
+        raise NothingToSample(
+            f"the account has no upcoming paid order to {args.order_to or 'anywhere'} that fits"
+        )
+    return _pick(rng, out)
