@@ -285,9 +285,26 @@ def state_param_problems(clone: Clone, task: Task) -> list[PackProblem]:
         except ConfigError as exc:
             problems.append(PackProblem(task.id, f"{where}.args", exc.message))
             continue
+        if spec.field is not None and spec.field not in sampler.fields:
+            problems.append(
+                PackProblem(
+                    task.id,
+                    f"{where}.field",
+                    f"sampler {spec.sampler!r} returns no field {spec.field!r} (it returns: {', '.join(sorted(sampler.fields))})",
+                )
+            )
+            continue
         for p in sorted(used):
             head, _, field = p.partition(".")
-            if head == name and field not in sampler.fields:
+            if head == name and spec.field is not None and field:
+                problems.append(
+                    PackProblem(
+                        task.id,
+                        where,
+                        f"{{{p}}}: the parameter keeps only the field {spec.field!r}; write {{{name}}}",
+                    )
+                )
+            elif head == name and spec.field is None and field not in sampler.fields:
                 problems.append(
                     PackProblem(
                         task.id,

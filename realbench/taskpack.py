@@ -106,6 +106,9 @@ class StateParam(_Strict):
     type: Literal["from_state"]
     sampler: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=dict)
+    # Keep only this field of the sample: the parameter is then a plain value, ``{name}``, which a
+    # real-side account fixture may replace like a choice parameter's.
+    field: str | None = None
 
 
 Param = Annotated[ChoiceParam | IntParam | RelativeDateParam | StateParam, Field(discriminator="type")]
@@ -348,13 +351,13 @@ class Task(_Strict):
         values: dict[str, Any] = {}
         for name, spec in self.params.items():
             if isinstance(spec, StateParam):
-                values[name] = (
-                    chosen[name]
-                    if chosen is not None and name in chosen
-                    else state_params.sample(
-                        self.id, name, spec.sampler, spec.args, self.clone.setup, rng, today
-                    )
+                if chosen is not None and name in chosen:
+                    values[name] = chosen[name]
+                    continue
+                drawn = state_params.sample(
+                    self.id, name, spec.sampler, spec.args, self.clone.setup, rng, today
                 )
+                values[name] = drawn[spec.field] if spec.field else drawn
                 continue
             raw = spec.sample(rng)
             if chosen is not None and name in chosen:

@@ -15,10 +15,12 @@ import pytest
 
 from clones.base import get_clone
 from clones.contracts import state_param_problems
+from clones.dom_plan import initial_state, plan_verdict, run_plan
 from clones.train_ticketing import booking
 from clones.train_ticketing.timetable import available, city_of, find_train, legs_between, stop_index
 from realbench import state_params
-from realbench.taskpack import StateParam, Task
+from realbench.taskpack import StateParam, Task, load_pack
+from tests.golden_play import golden_run
 from tests.tt_support import CLONE, PACK, play, verdict
 
 SEEDS = range(50)
@@ -85,7 +87,13 @@ def _world_problems(task: Task, params: dict[str, Any]) -> list[str]:
             if value["seat"] not in leg.train["classes"]:
                 problems.append(f"{value['train']} has no {value['seat_label']}")
             min_seats = int(spec.args.get("min_seats", 1))
-            if "seat" in spec.args and available(state, leg.train, leg.day)[value["seat"]] < min_seats:
+            left = available(state, leg.train, leg.day)[value["seat"]]
+            if spec.args.get("sold_out"):
+                if left != 0:
+                    problems.append(
+                        f"{value['train']} still has {value['seat_label']} (the task says sold out)"
+                    )
+            elif "seat" in spec.args and left < min_seats:
                 problems.append(f"{value['train']} has fewer than {min_seats} {value['seat_label']} left")
             if booking.departure_at(leg.day, leg.dep_min) <= booking.now_of(state):
                 problems.append(f"{value['train']} has left already")
@@ -224,3 +232,54 @@ def test_a_chosen_value_replaces_the_sampled_one():
     task = PACK.task("lookup-station-sale-time")
     inst = task.instantiate(0, task.clone.setup.clock.date(), {"station": {"name": "杭州东", "city": "杭州"}})
     assert inst.instruction.startswith("杭州东站")
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in SAMPLED_TASKS])
+def test_verifier_rejects_wrong_end_states_of_sampled_instances(task_id):
+    """The clone's plausible wrong outcomes, built from each sampled instance, still fail."""
+    task = PACK.task(task_id)
+    contract = CLONE.verifiers[task.clone.verifier.name]
+    assert contract.wrong_end_states is not None
+    for seed in (3, 17, 41):
+        inst = _instantiate(task, seed)
+        run = golden_run(CLONE, inst)
+        assert CLONE.verify_instance(inst, run.before, run.after, run.answer).success, inst.instruction
+        for w in contract.wrong_end_states(run):
+            if w.verifier_alone:
+                v = CLONE.verify(contract.name, w.before, w.after, inst.verifier_args, w.answer, task.answer)
+            else:
+                v = CLONE.verify_instance(inst, w.before, w.after, w.answer)
+            assert not v.success, (seed, inst.instruction, w.label, v.reason)
+
+
+# --- the bank pack: a payee on the list, an amount the default account can send ---------------------
+
+BANK_PACK = load_pack("taskpacks/bank")
+BANK = get_clone("bank")
+BANK_SAMPLED = [t for t in BANK_PACK.tasks if any(isinstance(s, StateParam) for s in t.params.values())]
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in BANK_SAMPLED])
+def test_bank_sampled_instances_name_real_payees_and_sendable_amounts(task_id):
+    task = BANK_PACK.task(task_id)
+    for seed in range(8):
+        inst = _instantiate(task, seed)
+        state = initial_state(BANK, inst)
+        if "payee" in task.params:
+            assert inst.params["payee"] in {p["name"] for p in state["user"]["payees"]}, inst.instruction
+        if "amount" in task.params:
+            account = next(a for a in state["user"]["accounts"] if a.get("default"))
+            assert 0 < inst.params["amount"] * 100 <= account["balance_fen"], inst.instruction
+        run = run_plan(BANK, state, inst)
+        v, effects = plan_verdict(BANK, inst, run)
+        assert v.success and effects == [], (seed, inst.instruction, v.reason, effects)
+
+
+def test_a_field_parameter_is_a_plain_value_and_dotted_use_is_refused():
+    task = BANK_PACK.task("transfer_saved_payee")
+    inst = _instantiate(task, 0)
+    assert isinstance(inst.params["payee"], str) and isinstance(inst.params["amount"], int)
+    raw = task.model_dump(mode="json", exclude_none=True)
+    raw["instruction"] = "给{payee.name}转账{amount}元。"
+    problems = state_param_problems(BANK, Task.model_validate(raw))
+    assert [p.field for p in problems] == ["params.payee"]
