@@ -1,5 +1,6 @@
 """Screenshots of the bank clone's main screens, taken in headless Chromium through the clone
-server: ``.venv/bin/python benchmarks/bank_screenshots.py [OUT_DIR]`` (default docs/screenshots/bank).
+server: ``.venv/bin/python benchmarks/bank_screenshots.py [OUT_DIR] [NAME ...]`` (default
+docs/screenshots/bank; names such as ``70_guest_home`` retake only those screens).
 
 Each screen is reached by firing the clone's own UI events on the default start state; the state is
 then loaded into a server session and the page is captured at 412x915 CSS px.
@@ -99,14 +100,31 @@ def screens() -> dict[str, State]:
         "61_limits": reach(home, "open_limits"),
         "62_notifications": reach(home, "open_notifications"),
         "63_messages": reach(home, "open_messages"),
+        **variant_screens(),
     }
 
 
-def main(out: Path) -> None:
+def variant_screens() -> dict[str, State]:
+    """The logged-out home with login on demand, and the transfer with the SMS code on the
+    confirmation page (setup.data variants; docs/clones.md)."""
+    guest = BANK.build_state(CloneSetup(data={"start": "logged_out_home"}), {})
+    login = reach(guest, "open_transfer_home", {"login_phone": "13800005721", "password": "test1234"})
+    sms = BANK.build_state(CloneSetup(data={"transfer_flow": "sms_on_confirm"}), {})
+    transfer = (("transfer_to_payee", "p2"), {"amount": "500", "note": "聚餐"}, "transfer_next")
+    return {
+        "70_guest_home": guest,
+        "71_login_phone": login,
+        "72_device_verify": reach(login, "login"),
+        "73_confirm_sms": reach(sms, *transfer),
+        "74_payment_password": reach(sms, *transfer, {"confirm_sms_code": "123456"}, "confirm_submit"),
+    }
+
+
+def main(out: Path, names: list[str] | None = None) -> None:
     from playwright.sync_api import sync_playwright
 
     out.mkdir(parents=True, exist_ok=True)
-    shots = screens()
+    shots = {k: v for k, v in screens().items() if not names or k in names}
     with CloneServer() as server, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
         try:
@@ -125,4 +143,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/screenshots/bank"))
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/screenshots/bank"), sys.argv[2:])

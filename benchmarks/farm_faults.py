@@ -68,7 +68,7 @@ class Injector:
     kinds: tuple[str, ...] = FAULTS
     log: list[Injection] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _timers: dict[tuple[str, str], threading.Timer] = field(default_factory=dict)
+    _timers: dict[tuple[str, str], tuple[threading.Timer, Any]] = field(default_factory=dict)
 
     def run(self) -> None:
         rng = np.random.default_rng(self.seed)
@@ -101,17 +101,23 @@ class Injector:
         window (an older timer must not cut the new one short)."""
         old = self._timers.pop((serial, kind), None)
         if old is not None:
-            old.cancel()
+            old[0].cancel()
         t = threading.Timer(delay, fn)
         t.daemon = True
-        self._timers[(serial, kind)] = t
+        self._timers[(serial, kind)] = (t, fn)
         t.start()
 
     def stop(self) -> None:
-        """Stop injecting and cancel pending fault-window ends, which would outlive the phones."""
+        """Stop injecting (the caller joins the thread, then calls `end_open_faults`)."""
         self._stop.set()
-        for timer in self._timers.values():
+
+    def end_open_faults(self) -> None:
+        """End every open fault window now rather than cancel it: a pending timer would outlive
+        the phones, and a fault left open (an app at another version, a logged-out account) would
+        make the next run refuse its phones, which is not what that run is there to test."""
+        for timer, end_fault in self._timers.values():
             timer.cancel()
+            end_fault()
         self._timers.clear()
 
 
@@ -276,6 +282,7 @@ def run_fault_suite(
             injector.stop()
             if thread.is_alive():
                 thread.join(timeout=5)
+            injector.end_open_faults()
         # 3. a third run must find nothing to do
         before_third = stored_count(out)
         third = realbench_run(pack, rig, out, repeats, max_attempts, env)

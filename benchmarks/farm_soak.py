@@ -191,6 +191,7 @@ def run_soak(
         finally:
             injector.stop()
             thread.join(timeout=5)
+            injector.end_open_faults()
     figures, frame = _tally(out, rounds)
     rec = np.array(recovery_times(frame, injector.log))
     by_kind: dict[str, int] = {}

@@ -1,5 +1,5 @@
 """Screenshots of the train-ticketing clone's main screens, taken in headless Chromium through the
-clone server: ``.venv/bin/python benchmarks/train_ticketing_screenshots.py [OUT_DIR]``.
+clone server: ``.venv/bin/python benchmarks/train_ticketing_screenshots.py [OUT_DIR [SCREEN...]]``.
 
 Each screen is reached by firing the clone's own UI events on a task-like starting state, then the
 state is loaded into a server session and the page is captured at 412x915 CSS px.
@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from clones.base import UIEvent, get_clone
+from clones.base import UIEvent, get_clone, navigate
 from clones.server import CloneServer
 from realbench.taskpack import CloneSetup
 
@@ -43,6 +43,48 @@ def _events(
     return state
 
 
+def _logged_out(*events: tuple[str, str | None, dict[str, str]]) -> dict[str, Any]:
+    state = CLONE.build_state(CloneSetup(data={"logged_in": False, "sms_code": "602418"}), {})
+    for name, arg, form in events:
+        CLONE.handle(state, UIEvent(name, arg, dict(form)))
+    return state
+
+
+# the clone's test account (invented values; the password is stated openly in task instructions)
+LOGIN_FORM = {"login_account": "liming88", "login_password": "Rail2026"}
+
+
+def _sleeper_form(*events: tuple[str, str | None]) -> dict[str, Any]:
+    """The order form of Z19 (北京西 → 西安) 硬卧, with seats left, after `events`."""
+    day = "2026-03-13"
+    state = CLONE.build_state(
+        CloneSetup(
+            data={"scenario": "fresh"},
+            patch={"world": {"inventory_overrides": {f"Z19|{day}": {"yw": 30, "rw": 30}}}},
+        ),
+        {},
+    )
+    navigate(state, "train_seats", train="Z19", date=day, **{"from": "北京西", "to": "西安"})
+    for name, arg in events:
+        CLONE.handle(state, UIEvent(name, arg))
+    return state
+
+
+def _checked_form() -> dict[str, Any]:
+    """The `submit_check` variant's dialog after 提交订单 on the mid-booking form."""
+    state = CLONE.build_state(CloneSetup(data={"scenario": "mid_booking", "submit_check": True}), {})
+    CLONE.handle(state, UIEvent("submit_order"))
+    return state
+
+
+def _cashier() -> dict[str, Any]:
+    state = _events("mid_booking", ("submit_order", None))
+    order = state["user"]["orders"][-1]["id"]
+    CLONE.handle(state, UIEvent("pay_order", order))
+    CLONE.handle(state, UIEvent("pick_pay_channel", "wechat"))
+    return state
+
+
 def _first_order(state: dict[str, Any]) -> str:
     return str(state["user"]["orders"][0]["id"])
 
@@ -55,10 +97,16 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "04_calendar": lambda: _events("fresh", ("open_calendar", "search")),
     "05_train_list": lambda: _events("fresh", ("search_trains", None)),
+    "05b_train_list_seats": lambda: _events("fresh", ("search_trains", None), ("open_train", "G1")),
     "06_train_filter": lambda: _events(
-        "fresh", ("search_trains", None), ("open_filter", None), ("filter_toggle", "type:G")
+        "fresh",
+        ("search_trains", None),
+        ("open_filter", None),
+        ("filter_toggle", "type:G"),
+        ("filter_toggle", "fleet:fxh"),
     ),
-    "07_train_seats": lambda: _events("fresh", ("search_trains", None), ("open_train", "G1")),
+    # the list expands seats inline; the seats screen is still where a transfer leg is booked
+    "07_train_seats": lambda: _events("mid_booking", ("__back__", None)),
     "08_train_stops": lambda: _events(
         "fresh", ("search_trains", None), ("open_train", "G1"), ("open_stops", "G1")
     ),
@@ -75,6 +123,18 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     "16_reminder_add": lambda: _events("fresh", ("go", "reminders"), ("add_reminder", None)),
     "17_mine": lambda: _events("lived_in", ("tab", "mine")),
     "18_services": lambda: _events("fresh", ("tab", "services")),
+    "19_login": lambda: _logged_out(("tab", "orders", {}), ("__sync__", None, {"login_account": "liming88"})),
+    "20_login_sms": lambda: _logged_out(
+        ("open_login", None, {}), ("login_submit", None, LOGIN_FORM), ("sms_send", None, {})
+    ),
+    "21_member": lambda: _events("lived_in", ("tab", "member")),
+    "22_mine_logged_out": lambda: _logged_out(("tab", "mine", {})),
+    "23_sleeper_seats": lambda: _sleeper_form(),
+    "24_sleeper_berth": lambda: _sleeper_form(
+        ("book_seat", "yw"), ("toggle_rider", "p2"), ("set_berth", "下铺")
+    ),
+    "25_submit_check": _checked_form,
+    "26_pay_platform": _cashier,
 }
 
 
@@ -95,7 +155,8 @@ def _finish(name: str, state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
+def main(out_dir: str = "docs/screenshots/train_ticketing", *only: str) -> list[Path]:
+    """Writes every screen, or only those whose names start with one of `only`."""
     from playwright.sync_api import sync_playwright
 
     out = Path(out_dir)
@@ -108,6 +169,8 @@ def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
         try:
             page = browser.new_page(viewport={"width": 412, "height": 915}, device_scale_factor=1.5)
             for name in sorted(screens):
+                if only and not name.startswith(only):
+                    continue
                 state = _finish(name, screens[name]())
                 resp = httpx.post(
                     f"{server.url}/api/sessions", json={"clone": CLONE.name, "state": state}, timeout=30
@@ -126,4 +189,4 @@ def main(out_dir: str = "docs/screenshots/train_ticketing") -> list[Path]:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    main(*sys.argv[1:2])
+    main(*sys.argv[1:])

@@ -62,6 +62,41 @@ def selection_frame(seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "model", "env", "run", "success", "duration_s"])
 
 
+def judged_table(
+    rng: np.random.Generator,
+    probs: dict[tuple[str, str], np.ndarray],
+    se: float,
+    sp: float,
+    runs: int,
+    *,
+    real_scored_by_judge: bool = False,
+    success_source: str | None = None,
+) -> pd.DataFrame:
+    """Episodes of every (model, env) in `probs` (per-task success probabilities), each with its
+    truth and the verdict of a synthetic judge of sensitivity `se` and specificity `sp`. With
+    `real_scored_by_judge` the real side's `success` is the judge's verdict, as when no verifier
+    can read the phone."""
+    frames = []
+    for (model, env), prob in probs.items():
+        n_tasks = len(prob)
+        truth = rng.random((runs, n_tasks)) < prob
+        judged = np.where(truth, rng.random(truth.shape) < se, rng.random(truth.shape) > sp)
+        scored = judged if real_scored_by_judge and env == "real" else truth
+        columns = {
+            "task": np.tile(np.arange(n_tasks), runs).astype(str),
+            "stratum": "all",
+            "model": model,
+            "env": env,
+            "run": np.repeat(np.arange(runs), n_tasks),
+            "success": scored.ravel(),
+            "judged": judged.ravel(),
+        }
+        if success_source is not None:
+            columns["success_source"] = success_source
+        frames.append(pd.DataFrame(columns))
+    return pd.concat(frames)
+
+
 def audit_frame(n_tasks: int = 60, seed: int = 0) -> pd.DataFrame:
     """Two judges, two models, 2 runs per task; judge 'strict' misses successes, 'lenient' accepts failures."""
     rng = np.random.default_rng(seed)

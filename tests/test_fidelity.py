@@ -323,7 +323,7 @@ def test_a_task_label_renders_the_state_its_golden_steps_reach() -> None:
     trip = task.instantiate(0, task.clone.setup.clock.date()).params["trip"]
     assert state["ui"]["route"] == "train_list" and state["ui"]["search"]["from"] == trip["from"]
     with pytest.raises(ConfigError, match="order_form"):
-        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=10"))
+        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=11"))
     with pytest.raises(ConfigError, match="has no route"):
         label_state(clone, pack, ScreenLabel.parse("nowhere"))
     assert label_state(clone, pack, ScreenLabel.parse("orders_upcoming?scenario=with_orders"))["user"][

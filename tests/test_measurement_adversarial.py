@@ -22,7 +22,7 @@ from tests.adversarial_tables import (
     negative_gain_table,
     noisy_clone_gain_table,
 )
-from tests.analysis_fixtures import BASE, TRAINED, retention_frame
+from tests.analysis_fixtures import BASE, TRAINED, judged_table, retention_frame
 
 runner = CliRunner()
 
@@ -471,25 +471,8 @@ def test_judge_corrected_retention_recovers_r_and_reports_the_bias():
         ("base", "real"): b,
         ("trained", "real"): b + true_r * gamma,
     }
-    frames = []
-    for (model, env), prob in p.items():
-        truth = rng.random((m, n_tasks)) < prob
-        judged = np.where(truth, rng.random(truth.shape) < se, rng.random(truth.shape) > sp)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "task": np.tile(np.arange(n_tasks), m).astype(str),
-                    "stratum": "all",
-                    "model": model,
-                    "env": env,
-                    "run": np.repeat(np.arange(m), n_tasks),
-                    "success": truth.ravel(),
-                    "judged": judged.ravel(),
-                    "success_source": "truth",
-                }
-            )
-        )
-    res = retention_from_table(pd.concat(frames), base="base", trained="trained", n_resamples=0)
+    table = judged_table(rng, p, se, sp, m, success_source="truth")
+    res = retention_from_table(table, base="base", trained="trained", n_resamples=0)
     jc = res.judge_correction
     assert jc is not None
     assert jc.se["trained"] == pytest.approx(se, abs=0.04) and jc.sp["base"] == pytest.approx(sp, abs=0.04)

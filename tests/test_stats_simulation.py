@@ -7,11 +7,11 @@ commands use: coverage of a 95 % interval is insensitive to that, and it keeps t
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from analysis.retention import ratio_of_means, retention_from_table
 from analysis.stats import rogan_gladen, rogan_gladen_variance
+from tests.analysis_fixtures import judged_table
 
 N_STUDIES = 500
 N_TASKS = 60
@@ -105,25 +105,8 @@ def test_judge_error_on_one_side_lowers_measured_retention():
         ("base", "real"): b,
         ("trained", "real"): b + tau * gamma,
     }
-    frames = []
-    for (model, env), prob in p.items():
-        truth = rng.random((m, n_tasks)) < prob
-        judged = np.where(truth, rng.random(truth.shape) < se, rng.random(truth.shape) > sp)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "task": np.tile(np.arange(n_tasks), m).astype(str),
-                    "stratum": "all",
-                    "model": model,
-                    "env": env,
-                    "run": np.repeat(np.arange(m), n_tasks),
-                    # the clone is scored by its verifier, the real side by the judge
-                    "success": (truth if env == "clone" else judged).ravel(),
-                    "judged": judged.ravel(),
-                }
-            )
-        )
-    res = retention_from_table(pd.concat(frames), base="base", trained="trained", n_resamples=0)
+    table = judged_table(rng, p, se, sp, m, real_scored_by_judge=True)
+    res = retention_from_table(table, base="base", trained="trained", n_resamples=0)
     assert res.retention.estimate == pytest.approx((se + sp - 1) * TRUE_R, abs=0.06)
     assert res.retention_jj is not None
     assert res.retention_jj.estimate == pytest.approx(TRUE_R, abs=0.07)

@@ -2,6 +2,7 @@
 virtual phones behind the real adb server, checks and the synthetic judge, retention, the report."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -80,10 +81,14 @@ def test_rerun_resumes_without_new_episodes(study):
 @pytest.mark.timeout(1200)  # a second whole study, on a loaded machine
 def test_same_seed_gives_the_same_study(study, tmp_path_factory):
     """Episodes land on different virtual phones when the rig has 2 phones instead of 4; an
-    episode's drift follows the episode, so the outcomes and the analysis are the same."""
+    episode's drift follows the episode, so the selection, the outcomes and the analysis are the
+    same. The clone store is carried over (its runs resume with nothing new to do): what is tested
+    is everything from the selection on."""
     tasks = sorted(set(RunStore(study.out / "clone", create=False).episodes_frame()["task"]))
+    again_out = tmp_path_factory.mktemp("study-again")
+    shutil.copytree(study.out / "clone", again_out / "clone")
     config = StudyConfig(
-        out=tmp_path_factory.mktemp("study-again"),
+        out=again_out,
         tasks=tasks,
         clone_repeats=2,
         real_repeats=1,
@@ -101,6 +106,9 @@ def test_same_seed_gives_the_same_study(study, tmp_path_factory):
         values = zip(frame["outcome"], frame["steps"], frame["success"], strict=True)
         return dict(zip(zip(frame["task"], frame["model"], ids, strict=True), values, strict=True))
 
+    clone_episodes = RunStore(again.out / "clone", create=False).episodes_frame()
+    assert len(clone_episodes) == len(RunStore(study.out / "clone", create=False).episodes_frame())
+    assert (again.out / "signal.json").read_text() == (study.out / "signal.json").read_text()
     assert outcomes(again.out) == outcomes(study.out)
     first = json.loads((study.out / "retention.json").read_text())
     second = json.loads((again.out / "retention.json").read_text())

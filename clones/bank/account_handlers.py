@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from clones.bank import login_on_demand
 from clones.bank import queries as q
 from clones.bank.handler_kit import arg, clear_form, dialog, form, go_home, on, toast
 from clones.base import State, UIEvent, navigate, replace_route, require
@@ -9,6 +10,9 @@ from clones.base import State, UIEvent, navigate, replace_route, require
 
 @on("login")
 def _login(state: State, event: UIEvent) -> None:
+    if login_on_demand.active(state):
+        login_on_demand.password_login(state)
+        return
     require(len(form(state, "username")) >= 6, "请输入手机号或用户名")
     require(len(form(state, "password")) >= 6, "请输入6-20位登录密码")
     state["user"]["logged_in"] = True
@@ -39,7 +43,7 @@ def _enable_biometric(state: State, event: UIEvent) -> None:
 def _logout(state: State, event: UIEvent) -> None:
     state["user"]["logged_in"] = False
     state["ui"]["stack"] = []
-    replace_route(state, "login")
+    replace_route(state, "home" if login_on_demand.active(state) else "login")
 
 
 @on("toggle_balance")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from pydantic import BaseModel, ConfigDict, StrictBool
@@ -17,6 +17,7 @@ from clones.bank import (  # noqa: F401  (importing a section registers its hand
     credit_handlers,
     fx_handlers,
     history_handlers,
+    login_on_demand,
     nav_handlers,
     payee_handlers,
     settings_handlers,
@@ -25,9 +26,10 @@ from clones.bank import (  # noqa: F401  (importing a section registers its hand
 )
 from clones.bank import orders as od
 from clones.bank import queries as q
-from clones.bank.handler_kit import HANDLERS
+from clones.bank.handler_kit import HANDLERS, SMS_CODE, masked_phone
 from clones.bank.money import masked_card, yuan
 from clones.bank.orders import bill_due_fen
+from clones.bank.transfer_handlers import on_confirm_page
 from clones.bank.world import (
     BILL_KIND_NAMES,
     CUSTOMER_LEVEL_NAMES,
@@ -36,13 +38,14 @@ from clones.bank.world import (
     RISK_NAMES,
     generate,
 )
-from clones.base import Clone, State, clock_of, deep_merge, new_state
+from clones.base import Clone, State, UIEvent, clock_of, deep_merge, diff, new_state
 from realbench.taskpack import CloneSetup
 
 HERE = Path(__file__).parent
 
 ROUTES = [
     "login",
+    "device_verify",
     "home",
     "accounts",
     "account_detail",
@@ -99,6 +102,7 @@ ROUTES = [
 ]
 TITLES = {
     "login": "登录",
+    "device_verify": "设备验证",
     "home": "首页",
     "accounts": "我的账户",
     "account_detail": "账户详情",
@@ -203,6 +207,15 @@ class BankSetupData(BaseModel):
     # False: inter-bank transfers are free, as the real app's are believed to be (unverified); the
     # default keeps the clone's invented 0.02 % real-time fee, which existing tasks were written with
     interbank_fee: StrictBool | None = None
+    # logged_out_home: open on the home tab logged out and ask for the login (phone number and
+    # password) only when a service needs it [web]; the default keeps the logged-in start
+    start: Literal["logged_out_home"] | None = None
+    # With logged_out_home: whether this phone is already authorised. False (the default there):
+    # the first login adds an SMS code step (device authorisation [web]; its look is a guess)
+    device_authorised: StrictBool | None = None
+    # sms_on_confirm: the transfer's SMS code field sits on the confirmation page and the password
+    # page follows its 确定 [web, secondary]; the default keeps SMS code and password on one page
+    transfer_flow: Literal["sms_after_confirm", "sms_on_confirm"] | None = None
 
 
 class Bank(Clone):
@@ -231,6 +244,7 @@ class Bank(Clone):
         "notify": ("/user/settings/notify/**",),
         "hide_balance": ("/user/settings/hide_balance",),
         "login": ("/user/logged_in",),
+        "login_on_demand": login_on_demand.SESSION_PATHS,
         "default_account": ("/user/accounts/*/default",),
         "messages_read": ("/user/messages/*/read",),
     }
@@ -269,12 +283,18 @@ class Bank(Clone):
     def build_state(self, setup: CloneSetup, params: dict[str, Any]) -> State:
         data_seed = setup.data.get("data_seed")
         world, user = generate(setup.seed, setup.clock, int(data_seed) if data_seed is not None else None)
-        logged_in = setup.data.get("logged_in", setup.route != "login")
+        guest = setup.data.get("start") == "logged_out_home"
+        logged_in = setup.data.get("logged_in", setup.route != "login" and not guest)
         user["logged_in"] = bool(logged_in)
-        route = setup.route or ("home" if logged_in else "login")
+        route = setup.route or ("home" if logged_in or guest else "login")
         state = new_state(world, user, route, setup.clock)
         if setup.data.get("interbank_fee") is False:
             state["world"]["interbank_fee_free"] = True
+        if guest:
+            state["world"]["login_on_demand"] = True
+            user["device_authorised"] = bool(setup.data.get("device_authorised", False))
+        if setup.data.get("transfer_flow") == "sms_on_confirm":
+            state["world"]["sms_on_confirm"] = True
         if setup.patch:
             deep_merge(state, copy.deepcopy(setup.patch))
         if route != "home" and route != "login":
@@ -284,6 +304,23 @@ class Bank(Clone):
     def routes(self) -> list[str]:
         return list(ROUTES)
 
+    def handle(self, state: State, event: UIEvent) -> None:
+        """Logged out on the home tab (login on demand), a service opens the login page first."""
+        if login_on_demand.needs_login(state, event):
+            state["ui"]["toast"] = None
+            login_on_demand.ask_login(state, event)
+            return
+        super().handle(state, event)
+
+    def unexpected_changes(self, verifier: str, before: State, after: State) -> list[str]:
+        """A task that starts logged out must log in: that change is expected whatever it asks."""
+        if not login_on_demand.started_logged_out(before):
+            return super().unexpected_changes(verifier, before, after)
+        from clones.expected_changes import unexpected_changes
+
+        allowed = (*(self.expected_changes or {}).get(verifier, ()), *login_on_demand.SESSION_PATHS)
+        return unexpected_changes(diff(before, after), allowed, self.device_local_state)
+
     # --- rendering -----------------------------------------------------------------------------
 
     def render(self, state: State) -> str:
@@ -291,10 +328,13 @@ class Bank(Clone):
         route = ui["route"]
         if route not in ROUTES:
             route = "home"
-        if not state["user"].get("logged_in") and route != "login":
-            route = "login"
+        guest = not state["user"].get("logged_in")
+        if guest and route != "login":
+            route = login_on_demand.logged_out_route(state, route)
         ctx = self._context(state, route)
-        return self._env.get_template(f"{route}.html").render(**ctx)
+        # the logged-out home shows no account data at all (not even hidden amounts)
+        template = "home_guest" if guest and route == "home" else route
+        return self._env.get_template(f"{template}.html").render(**ctx)
 
     def _context(self, state: State, route: str) -> dict[str, Any]:
         u, w, ui = state["user"], state["world"], state["ui"]
@@ -326,7 +366,11 @@ class Bank(Clone):
             "directions": q.DIRECTIONS,
             "unread": q.unread_messages(state),
             "default_acc": q.default_account(state),
+            "on_demand": login_on_demand.active(state),
+            "sms_on_confirm": bool(w.get("sms_on_confirm")),
         }
+        if route == "home" and not u.get("logged_in"):
+            return ctx
         view = getattr(self, f"_view_{route}", None)
         if view is not None:
             ctx.update(view(state, ctx))
@@ -425,7 +469,7 @@ class Bank(Clone):
 
     def _view_confirm(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
         d = state["ui"].get("draft") or {}
-        extra: dict[str, Any] = {"d": d}
+        extra: dict[str, Any] = {"d": d, "sms_here": on_confirm_page(state, d), "sms_code": SMS_CODE}
         if d.get("from_acc"):
             extra["acc"] = q.account(state, d["from_acc"])
         if d.get("kind") == "fund":
@@ -437,8 +481,16 @@ class Bank(Clone):
     def _view_secure_verify(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
         p = state["ui"].get("pending")
         if not p:
-            return {"order": None, "kind": None}
-        return {"order": od.find(state, p["kind"], p["id"]), "kind": p["kind"]}
+            return {"order": None, "kind": None, "sms_done": False}
+        # under sms_on_confirm the code was checked on the confirmation page: only the password is left
+        return {
+            "order": od.find(state, p["kind"], p["id"]),
+            "kind": p["kind"],
+            "sms_done": bool(p.get("sms_verified")),
+        }
+
+    def _view_device_verify(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
+        return {"masked_phone": masked_phone(state), "sms_code": SMS_CODE}
 
     def _view_result(self, state: State, ctx: dict[str, Any]) -> dict[str, Any]:
         kind, oid = ctx["args"].get("kind"), ctx["args"].get("id")

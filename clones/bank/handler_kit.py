@@ -49,6 +49,12 @@ def draft(state: State) -> dict[str, Any]:
     return d  # type: ignore[return-value]
 
 
+def masked_phone(state: State) -> str:
+    """The owner's phone as SMS notices show it (138****5721)."""
+    phone = str(state["world"]["owner"]["phone"])
+    return f"{phone[:3]}****{phone[-4:]}"
+
+
 def go_home(state: State) -> None:
     state["ui"]["stack"] = []
     replace_route(state, "home")

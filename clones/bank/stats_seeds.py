@@ -124,10 +124,23 @@ def seed_states(clone: Bank) -> list[State]:
     clone.handle(verify, _event("send_sms"))
     verify["ui"]["form"].update(sms_code="123456")
     seeds.append(verify)
+    seeds += _variant_seeds(clone, transfer_form)
     return seeds
 
 
-def _event(name: str) -> Any:
+def _variant_seeds(clone: Bank, transfer_form: dict[str, str]) -> list[State]:
+    """The logged-out home with login on demand (a new phone, so the device step shows) and the
+    transfer with the SMS code on the confirmation page, filled so the crawler gets through."""
+    guest = clone.build_state(CloneSetup(data={"start": "logged_out_home"}), {})
+    guest["ui"]["form"].update(login_phone="13800005721", password="test1234", device_code="123456")
+    sms = clone.build_state(CloneSetup(data={"transfer_flow": "sms_on_confirm"}), {})
+    clone.handle(sms, _event("transfer_to_payee", "p2"))
+    sms["ui"]["form"].update(amount="200", note="还款", confirm_sms_code="123456", tx_password="123456")
+    clone.handle(sms, _event("transfer_next"))
+    return [guest, sms]
+
+
+def _event(name: str, arg: str | None = None) -> Any:
     from clones.base import UIEvent
 
-    return UIEvent(name)
+    return UIEvent(name, arg)

@@ -7,7 +7,18 @@ from typing import Any
 
 from clones.bank import orders as od
 from clones.bank import queries as q
-from clones.bank.handler_kit import SMS_CODE, arg, clear_form, dialog, draft, form, go_home, on, toast
+from clones.bank.handler_kit import (
+    SMS_CODE,
+    arg,
+    clear_form,
+    dialog,
+    draft,
+    form,
+    go_home,
+    masked_phone,
+    on,
+    toast,
+)
 from clones.bank.money import parse_yuan, yuan
 from clones.base import State, UIEvent, back, clock_of, navigate, replace_route, require
 
@@ -237,15 +248,36 @@ def _transfer_next(state: State, event: UIEvent) -> None:
         "times": int(times) if mode == "monthly" else None,
         "save_payee": bool(tf["save_payee"]),
     }
+    clear_form(state, "confirm_sms_code")
     navigate(state, "confirm")
+    if on_confirm_page(state, state["ui"]["draft"]):
+        toast(state, f"验证码已发送至{masked_phone(state)}")
+
+
+def on_confirm_page(state: State, draft: dict[str, Any]) -> bool:
+    """Whether this draft's SMS code is asked for on the confirmation page (`sms_on_confirm`:
+    transfers only; the other money flows keep the code on the password page)."""
+    return bool(state["world"].get("sms_on_confirm")) and draft.get("kind") == "transfer"
+
+
+@on("confirm_resend_sms")
+def _confirm_resend_sms(state: State, event: UIEvent) -> None:
+    require(on_confirm_page(state, draft(state)), "当前交易无需短信验证码")
+    toast(state, f"验证码已重新发送至{masked_phone(state)}")
 
 
 @on("confirm_submit")
 def _confirm_submit(state: State, event: UIEvent) -> None:
     """The commit boundary of every money flow: the order exists from here on."""
     d = draft(state)
+    sms_here = on_confirm_page(state, d)
+    if sms_here:  # no order exists until the code on this page is right
+        code = form(state, "confirm_sms_code")
+        require(bool(code), "请输入短信验证码")
+        require(code == SMS_CODE, "短信验证码错误")
+        clear_form(state, "confirm_sms_code")
     record = od.create(state, d)
-    state["ui"]["pending"] = {"kind": d["kind"], "id": record["id"]}
+    state["ui"]["pending"] = {"kind": d["kind"], "id": record["id"], "sms_verified": sms_here}
     state["ui"]["draft"] = None
     state["ui"]["sms_sent"] = False
     clear_form(state, "sms_code", "tx_password")
@@ -271,8 +303,9 @@ def _send_sms(state: State, event: UIEvent) -> None:
 @on("verify_submit")
 def _verify_submit(state: State, event: UIEvent) -> None:
     kind, order = _pending(state)
-    require(bool(state["ui"].get("sms_sent")), "请先获取短信验证码")
-    require(form(state, "sms_code") == SMS_CODE, "短信验证码错误")
+    if not state["ui"]["pending"].get("sms_verified"):
+        require(bool(state["ui"].get("sms_sent")), "请先获取短信验证码")
+        require(form(state, "sms_code") == SMS_CODE, "短信验证码错误")
     pw = form(state, "tx_password")
     require(pw.isdigit() and len(pw) == 6, "请输入6位交易密码")
     od.settle(state, kind, order)

@@ -193,6 +193,30 @@ class LoginArgs(VerifierArgs):
     require_declined: StrictBool = False
 
 
+# Services a logged-out user can ask for from the home tab (their screens, as the clone names them).
+Service = Literal[
+    "accounts",
+    "history",
+    "transfer_home",
+    "transfer_records",
+    "payees",
+    "credit_home",
+    "wealth_home",
+    "pay_home",
+    "topup",
+    "deposit_home",
+    "fund_list",
+    "mine",
+    "messages",
+]
+
+
+class LoginOnDemandArgs(VerifierArgs):
+    """Logged in from the logged-out home and landed on the service that was asked for."""
+
+    landed: Service
+
+
 class RiskTestArgs(VerifierArgs):
     answers: str = Field(pattern=r"^\d+(,\d+)*$")
 

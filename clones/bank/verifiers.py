@@ -27,6 +27,7 @@ from clones.bank.verifier_args import (
     InstallmentArgs,
     LimitArgs,
     LoginArgs,
+    LoginOnDemandArgs,
     NotifyArgs,
     PayeeAddedArgs,
     PayeeAliasArgs,
@@ -625,6 +626,40 @@ def wrong_amount_or_a_second_order(run: GoldenRun) -> list[WrongEnd]:
 VERIFIERS.wrong_end_states(*(n for n in VERIFIERS if n != "answer" and n not in MONEY_VERIFIERS))(
     stopped_one_step_short
 )
+
+
+# --- login on demand (the logged-out home variant) ---------------------------------------------------
+
+
+@verifier("login_on_demand", args=LoginOnDemandArgs)
+def login_on_demand_verifier(
+    before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
+) -> Verdict:
+    """Logged in (the phone authorised where it was new) and on the screen of the service asked for."""
+    u, route = after["user"], after["ui"]["route"]
+    if not u["logged_in"]:
+        at = {"login": 0.2, "device_verify": 0.5}.get(route, 0.0)
+        return Verdict.fail(f"not logged in (on {route})", progress=at)
+    if not u.get("device_authorised", True):
+        return Verdict.fail("logged in on a phone that was never authorised", progress=0.3)
+    if route != p["landed"]:
+        return Verdict.fail(f"logged in, but on {route}, not {p['landed']}", progress=0.6)
+    return Verdict.ok(f"logged in and on {route}")
+
+
+@VERIFIERS.wrong_end_states("login_on_demand")
+def logged_in_elsewhere_or_not_at_all(run: GoldenRun) -> list[WrongEnd]:
+    """Stopped short of the login; logged in but left on the home tab; on the service but the
+    session never opened (a state the gate should make impossible)."""
+    home = copy.deepcopy(run.after)
+    home["ui"].update(route="home", args={}, stack=[])
+    logged_out = copy.deepcopy(run.after)
+    logged_out["user"]["logged_in"] = False
+    return [
+        *stopped_one_step_short(run),
+        WrongEnd("logged in but left on the home tab", run.before, home, run.answer),
+        WrongEnd("on the service without a session", run.before, logged_out, run.answer),
+    ]
 
 
 # --- side-effect checks --------------------------------------------------------------------------------

@@ -73,7 +73,12 @@ def default_user(now: datetime) -> dict[str, Any]:
             "phone": "13812346612",
             "email": "liming88@example.com",
             "points": 1260,
+            # 铁路会员 (its content is a guess: level names and rules follow public descriptions)
+            "member_level": "银卡会员",
+            "member_no": "9000238812",
+            "points_expiring": 180,
         },
+        "logged_in": True,
         "passengers": default_passengers(),
         "orders": [],
         "waitlists": [],

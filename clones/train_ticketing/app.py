@@ -3,10 +3,11 @@ table of UI events (handlers live in the ``*_handlers`` mixins), rendering and i
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from clones.base import (
     Clone,
@@ -22,11 +23,13 @@ from clones.base import (
 from clones.train_ticketing import accounts, booking, views
 from clones.train_ticketing.account_handlers import AccountHandlers
 from clones.train_ticketing.booking_handlers import BookingHandlers
+from clones.train_ticketing.login import LOGIN_PASSWORD, LoginHandlers, needs_login, open_login
 from clones.train_ticketing.order_handlers import OrderHandlers
 from clones.train_ticketing.search_handlers import SearchHandlers
 from clones.train_ticketing.timetable import available, build_world
 from clones.train_ticketing.ui import (
     DRIFT_RELABELS,
+    ELSEWHERE,
     LINK_ROUTES,
     ROUTES,
     SCENARIOS,
@@ -45,6 +48,13 @@ class TrainTicketingSetupData(BaseModel):
 
     scenario: str = "fresh"
     data_seed: int | None = None  # the drifted-inventory seed (set by the clone server for drift profiles)
+    # False: the app starts logged out (booking and account screens ask for a login first)
+    logged_in: StrictBool = True
+    # the code the clone 'texts' at login (its stand-in for the SMS); unset: derived from the clock
+    sms_code: str | None = Field(default=None, pattern=r"^\d{6}$")
+    # variant: 提交订单 opens a check dialog (乘车人, 席别, 确认/返回修改) before the order is created, as
+    # the web site does; whether the app has this step is unverified, so it is off by default
+    submit_check: bool = False
 
     @field_validator("scenario")
     @classmethod
@@ -54,14 +64,21 @@ class TrainTicketingSetupData(BaseModel):
         return v
 
 
-class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHandlers, Clone):
+class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHandlers, LoginHandlers, Clone):
     name = "train_ticketing"
     package = "com.MobileTicket"
-    device_local_state = ("recent_searches", "station_history")
+    # the login session is held by the phone's app, not the account: logging in changes no account fact
+    device_local_state = ("recent_searches", "station_history", "logged_in")
     # What each verifier's tasks may change; anything else is an unanticipated side effect.
     expected_changes: ClassVar[dict[str, tuple[str, ...]] | None] = {
         "order_submitted": ("/user/orders/**", "/user/passengers/**", "/user/sold/**"),
-        "order_paid": ("/user/orders/*/paid_at", "/user/orders/*/status", "/user/orders/*/tickets/*/status"),
+        "order_paid": (
+            "/user/orders/*/paid_at",
+            "/user/orders/*/pay_channel",
+            "/user/orders/*/pay_requested_at",
+            "/user/orders/*/status",
+            "/user/orders/*/tickets/*/status",
+        ),
         "order_cancelled": ("/user/orders/*/status", "/user/orders/*/tickets/*/status", "/user/sold/**"),
         "ticket_refunded": ("/user/orders/*/status", "/user/orders/*/tickets/*/**", "/user/sold/**"),
         "ticket_changed": ("/user/orders/**", "/user/sold/**"),
@@ -99,12 +116,16 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
         clock = setup.clock
         state = new_state(world, accounts.default_user(clock), self.home_route, clock)
         state["ui"].update(ui_extras(clock.date()))
+        state["ui"]["submit_check"] = bool(data.get("submit_check", False))
         scenario = str(data.get("scenario", "fresh"))
         require(scenario in SCENARIOS, f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         if scenario in ("with_orders", "lived_in"):
             accounts.add_existing_orders(state)
         if scenario == "lived_in":
             accounts.add_waitlist_and_reminders(state)
+        state["user"]["logged_in"] = bool(data.get("logged_in", True))
+        if data.get("sms_code"):
+            state["world"]["sms_code"] = str(data["sms_code"])
         deep_merge(state, setup.patch)
         booking.expire_overdue(state)
         if scenario == "mid_booking":
@@ -135,6 +156,11 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
     def handle(self, state: State, event: UIEvent) -> None:
         # the payment deadline runs on the virtual clock: overdue orders lapse before anything else
         booking.expire_overdue(state)
+        if needs_login(state, event):
+            state["ui"]["form"].update(event.form)
+            state["ui"]["toast"] = None
+            open_login(state)
+            return
         super().handle(state, event)
 
     @property
@@ -163,6 +189,13 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             ("lived_in", "orders_upcoming"),
         ):
             out.append(self.build_state(CloneSetup(data={"scenario": scenario}, route=route), {}))
+        logged_out = self.build_state(CloneSetup(data={"logged_in": False}), {})
+        out.append(copy.deepcopy(logged_out))
+        # the login page filled in, so a crawler (which types nothing) gets past it to the SMS step
+        open_login(logged_out)
+        logged_out["ui"]["form"].update(login_account=logged_out["user"]["profile"]["username"])
+        logged_out["ui"]["form"]["login_password"] = LOGIN_PASSWORD
+        out.append(logged_out)
         return out
 
     # --- handlers ------------------------------------------------------------------------------
@@ -200,6 +233,8 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "filter_apply": self._back,
             "quick_gd": self._quick_gd,
             "quick_avail": self._quick_avail,
+            "quick_normal": self._quick_normal,
+            "list_tab": self._list_tab,
             "open_train": self._open_train,
             "open_stops": self._open_stops,
             "seats_date": self._seats_date,
@@ -220,8 +255,12 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "decline_insurance": self._set_insurance(False),
             "accept_insurance": self._set_insurance(True),
             "submit_order": self._submit_order,
+            "set_berth": self._set_berth,
+            "confirm_submit": self._confirm_submit,
             # payment and orders
             "pay_order": self._pay_order,
+            "pick_pay_channel": self._pick_pay_channel,
+            "confirm_pay": self._confirm_pay,
             "continue_pay": self._continue_pay,
             "cancel_order": self._ask("cancel_order"),
             "confirm_cancel_order": self._confirm_cancel_order,
@@ -263,6 +302,13 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "read_all": self._read_all,
             "toggle_setting": self._toggle_setting,
             "clear_field": self._clear_field,
+            # login and the 铁路会员 tab
+            "open_login": self._open_login,
+            "login_submit": self._login_submit,
+            "sms_send": self._sms_send,
+            "sms_submit": self._sms_submit,
+            "logout": self._logout,
+            "open_elsewhere": self._open_elsewhere,
         }
         self.handlers.update(h)
 
@@ -279,6 +325,10 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             self._open_transfer(state, ev)
             return
         navigate(state, str(ev.arg))
+
+    def _open_elsewhere(self, state: State, ev: UIEvent) -> None:
+        require(ev.arg in ELSEWHERE, "未知服务")
+        navigate(state, "elsewhere", service=str(ev.arg))
 
     def _ask(self, kind: str) -> Callable[[State, UIEvent], None]:
         def handler(state: State, ev: UIEvent) -> None:

@@ -11,6 +11,7 @@ from clones.base import require
 from clones.train_ticketing.idcard import age_on, id_problem
 from clones.train_ticketing.stations import is_place, sale_time_of
 from clones.train_ticketing.timetable import (
+    BERTHS,
     SEAT_LABELS,
     STUDENT_CLASSES,
     Leg,
@@ -85,19 +86,45 @@ def stepped_day(state: dict[str, Any], current: str, arg: str | None) -> str:
     return day.isoformat()
 
 
-def _seat_no(state: dict[str, Any], leg: Leg, cls: str, letter: str, nth: int) -> tuple[str, str]:
+# seat letters across a row, by class (the classes a passenger may pick a seat in)
+SEAT_LETTERS: dict[str, str] = {"swz": "ACF", "yxydz": "ACF", "ydz": "ACDF", "edz": "ABCDF"}
+BERTH_CHOICES = ("下铺", "中铺", "上铺")
+BERTH_IDS = {"": "any", "下铺": "lower", "中铺": "middle", "上铺": "upper"}
+
+
+def assigned_berth(state: dict[str, Any], leg: Leg, cls: str, wanted: str, nth: int) -> str:
+    """The berth the nth rider of an order gets: the one asked for, else the next in rotation
+    (lower berths first); '' for a class without berths."""
+    berths = BERTHS.get(cls)
+    if not berths:
+        return ""
+    if wanted:
+        require(wanted in berths, f"{SEAT_LABELS[cls]}没有{wanted}")
+        return wanted
+    sold = int(state["user"]["sold"].get(sold_key(leg.no, leg.day, cls), 0)) + nth
+    rotation = tuple(reversed(berths))
+    return rotation[sold % len(rotation)]
+
+
+def _seat_no(state: dict[str, Any], leg: Leg, cls: str, letter: str, nth: int, berth: str) -> tuple[str, str]:
     sold = int(state["user"]["sold"].get(sold_key(leg.no, leg.day, cls), 0)) + nth
     if cls == "wz":
         return f"{4 + sold % 4:02d}车", "无座"
-    if cls in ("rw", "yw"):
-        berth = ("下铺", "中铺", "上铺")[sold % 3] if cls == "yw" else ("下铺", "上铺")[sold % 2]
-        return f"{8 + sold % 6:02d}车", f"{1 + sold // 3 % 20:03d}号{berth}"
-    if cls == "yz":
-        return f"{2 + sold % 5:02d}车", f"{1 + sold % 118:03d}号"
-    letters = {"swz": "ACF", "ydz": "ACDF", "edz": "ABCDF"}[cls]
+    if berth:
+        first_coach = {"gjrw": 7, "dw": 9}.get(cls, 8)
+        return f"{first_coach + sold % 6:02d}车", f"{1 + sold // 3 % 20:03d}号{berth}"
+    if cls in ("yz", "rz"):
+        first_coach = 2 if cls == "yz" else 1
+        return f"{first_coach + sold % 5:02d}车", f"{1 + sold % 118:03d}号"
+    letters = SEAT_LETTERS[cls]
     seat_letter = letter if letter and letter in letters else letters[sold % len(letters)]
-    coach = {"swz": 1, "ydz": 2, "edz": 4 + sold // 90 % 12}[cls]
+    coach = {"swz": 1, "yxydz": 1, "ydz": 2, "edz": 4 + sold // 90 % 12}[cls]
     return f"{coach:02d}车", f"{1 + sold // len(letters) % 18:02d}{seat_letter}号"
+
+
+def rider_price(state: dict[str, Any], leg: Leg, cls: str, ticket_type: str, berth: str) -> float:
+    """What one rider pays: the berth's fare for a sleeper, then the ticket type's discount."""
+    return ticket_price(leg.berth_price(cls, berth), cls, ticket_type)
 
 
 def _conflicts(state: dict[str, Any], pid: str, leg: Leg) -> bool:
@@ -124,11 +151,14 @@ def create_order(
     insurance: bool,
     source: str = "book",
     check_window: bool = True,
+    berth: str = "",
 ) -> dict[str, Any]:
-    """Submit an order (提交订单): seats are held and the order waits for payment."""
+    """Submit an order (提交订单): seats are held and the order waits for payment. ``berth`` is the
+    berth every rider asks for on a sleeper ('' lets the railway assign one)."""
     require(bool(riders), "请选择乘车人")
     require(len(riders) <= MAX_PASSENGERS, f"一个订单最多{MAX_PASSENGERS}位乘车人")
     require(cls in leg.train["classes"], "该车次没有所选席别")
+    require(not berth or cls in BERTHS, f"{SEAT_LABELS[cls]}不能选铺")
     if check_window:
         require(in_window(state, leg.day), "该日期车票尚未开售")
         require(departure_at(leg.day, leg.dep_min) > now_of(state), "该车次已发车")
@@ -149,7 +179,8 @@ def create_order(
             require(age is not None and age < 14, f"{p['name']}已满14周岁，不能购买儿童票")
         if check_window:
             require(not _conflicts(state, pid, leg), f"{p['name']}在同一时间已有车票，行程冲突")
-        coach, seat = _seat_no(state, leg, cls, letter, n)
+        rider_berth = assigned_berth(state, leg, cls, berth, n)
+        coach, seat = _seat_no(state, leg, cls, letter, n, rider_berth)
         tickets.append(
             {
                 "passenger_id": pid,
@@ -160,7 +191,8 @@ def create_order(
                 "seat_letter": letter,
                 "coach": coach,
                 "seat": seat,
-                "price": ticket_price(leg.price(cls), cls, ticket_type),
+                "berth": rider_berth,
+                "price": rider_price(state, leg, cls, ticket_type, rider_berth),
                 "status": "unpaid",
                 "refund_fee": 0.0,
             }
@@ -219,11 +251,32 @@ def _release(state: dict[str, Any], order: dict[str, Any], ticket: dict[str, Any
     state["user"]["sold"][key] = max(0, int(state["user"]["sold"].get(key, 0)) - 1)
 
 
-def pay(state: dict[str, Any], order_id: str) -> dict[str, Any]:
+# the payment platforms the cashier page offers (code → label); which ones, and their order, are a guess
+PAY_CHANNELS: dict[str, str] = {
+    "alipay": "支付宝",
+    "wechat": "微信支付",
+    "unionpay": "中国银联",
+    "icbc": "中国工商银行",
+    "ccb": "中国建设银行",
+    "abc": "中国农业银行",
+    "boc": "中国银行",
+    "cmb": "招商银行",
+}
+DEFAULT_PAY_CHANNEL = "alipay"
+
+
+def check_payable(state: dict[str, Any], order_id: str) -> dict[str, Any]:
     order = find_order(state, order_id)
     require(order["status"] == "unpaid", "订单无需支付")
     require(not expired(state, order), "订单已超过支付时间，已自动取消")
+    return order
+
+
+def pay(state: dict[str, Any], order_id: str, channel: str = DEFAULT_PAY_CHANNEL) -> dict[str, Any]:
+    order = check_payable(state, order_id)
+    require(channel in PAY_CHANNELS, "请选择支付方式")
     order["status"] = "paid"
+    order["pay_channel"] = channel
     order["paid_at"] = now_of(state).isoformat(timespec="seconds")
     for t in order["tickets"]:
         t["status"] = "paid"

@@ -8,7 +8,7 @@ from typing import Any
 from clones.base import State, UIEvent, back, navigate, replace_route, require
 from clones.train_ticketing import booking
 from clones.train_ticketing.search_handlers import current_leg_args
-from clones.train_ticketing.timetable import SEAT_LABELS, Leg, available, find_train, leg_for
+from clones.train_ticketing.timetable import BERTHS, SEAT_LABELS, Leg, available, find_train, leg_for
 
 
 def leg_from_args(state: State, args: dict[str, Any]) -> Leg:
@@ -34,6 +34,7 @@ class BookingHandlers:
             "passengers": [],
             "types": {},
             "seats": [],
+            "berth": "",
             "insurance": True,
         }
         navigate(state, "order_form")
@@ -127,7 +128,7 @@ class BookingHandlers:
         if letter in b["seats"]:
             b["seats"].remove(letter)
             return
-        require(b["cls"] in ("swz", "ydz", "edz"), "该席别不支持选座")
+        require(b["cls"] in booking.SEAT_LETTERS, "该席别不支持选座")
         require(len(b["seats"]) < max(1, len(b["passengers"])), "选座数量不能超过乘车人数")
         b["seats"].append(letter)
 
@@ -137,6 +138,15 @@ class BookingHandlers:
         require(train is not None and ev.arg in train["classes"], "该车次没有所选席别")
         b["cls"] = str(ev.arg)
         b["seats"] = []
+        b["berth"] = ""
+
+    def _set_berth(self, state: State, ev: UIEvent) -> None:
+        """A berth for every rider of a sleeper order ('' = 不限, the railway assigns)."""
+        b = self._booking(state)
+        berth = str(ev.arg or "")
+        require(b["cls"] in BERTHS, "该席别不能选铺")
+        require(berth == "" or berth in BERTHS[b["cls"]], f"{SEAT_LABELS[b['cls']]}没有{berth}")
+        b["berth"] = berth
 
     def _toggle_insurance(self, state: State, ev: UIEvent) -> None:
         b = self._booking(state)
@@ -150,13 +160,32 @@ class BookingHandlers:
         return handler
 
     def _submit_order(self, state: State, ev: UIEvent) -> None:
+        """提交订单: creates the order, or, under the `submit_check` variant, first opens the check
+        dialog whose 确认 creates it."""
+        b = self._booking(state)
+        if state["ui"].get("submit_check"):
+            leg_from_args(state, b)
+            require(bool(b["passengers"]), "请选择乘车人")
+            state["ui"]["dialog"] = {"kind": "submit_check", "arg": None}
+            return
+        self._create_booked_order(state)
+
+    def _confirm_submit(self, state: State, ev: UIEvent) -> None:
+        dialog = state["ui"].get("dialog")
+        require(bool(dialog) and dialog["kind"] == "submit_check", "请先提交订单")
+        state["ui"]["dialog"] = None
+        self._create_booked_order(state)
+
+    def _create_booked_order(self, state: State) -> None:
         b = self._booking(state)
         leg = leg_from_args(state, b)
         riders = [
             (pid, b["types"].get(pid, "adult"), (b["seats"][i] if i < len(b["seats"]) else ""))
             for i, pid in enumerate(b["passengers"])
         ]
-        order = booking.create_order(state, leg, b["cls"], riders, insurance=bool(b["insurance"]))
+        order = booking.create_order(
+            state, leg, b["cls"], riders, insurance=bool(b["insurance"]), berth=str(b.get("berth", ""))
+        )
         state["ui"]["booking"] = None
         state["ui"]["stack"] = [{"route": "home", "args": {}}]
         replace_route(state, "order_pay", order=order["id"])

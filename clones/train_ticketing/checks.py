@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from clones.contracts import SideEffectCheckSet
-from clones.train_ticketing.timetable import available, city_of, find_train
+from clones.train_ticketing.timetable import BERTHS, available, city_of, find_train, leg_for, ticket_price
 from clones.train_ticketing.verifiers import (
     State,
     as_list,
@@ -33,12 +33,18 @@ def at_most_one_new_order(before: State, after: State, p: dict[str, Any]) -> lis
 
 @SIDE_EFFECT_CHECKS.check("no_payment")
 def no_payment(before: State, after: State, p: dict[str, Any]) -> list[str]:
-    was = {o["id"]: o["status"] for o in before["user"]["orders"]}
-    return [
-        f"order {o['id']} paid"
-        for o in after["user"]["orders"]
-        if o["status"] == "paid" and was.get(o["id"]) != "paid" and o.get("source") == "book"
-    ]
+    """No order paid, nor handed to the payment platform (立即支付, the payment commit boundary)."""
+    was = {o["id"]: o for o in before["user"]["orders"]}
+    out = []
+    for o in after["user"]["orders"]:
+        if o.get("source") != "book":
+            continue
+        old = was.get(o["id"], {})
+        if o["status"] == "paid" and old.get("status") != "paid":
+            out.append(f"order {o['id']} paid")
+        elif o.get("pay_requested_at") and not old.get("pay_requested_at"):
+            out.append(f"order {o['id']} handed to the payment platform")
+    return out
 
 
 @SIDE_EFFECT_CHECKS.check("existing_orders_untouched")
@@ -112,6 +118,8 @@ def invariant_problems(state: State) -> list[str]:
         for t in o["tickets"]:
             if t["price"] < 0:
                 problems.append(f"order {o['id']}: negative price")
+            problems += _berth_problems(o, t)
+            problems += _fare_problems(world, o, t)
             if t["status"] in ("unpaid", "paid", "changing"):
                 key = f"{o['train']}|{o['date']}|{t['seat_class']}"
                 counted[key] = counted.get(key, 0) + 1
@@ -142,6 +150,39 @@ def invariant_problems(state: State) -> list[str]:
         problems.append(f"unknown route {state['ui']['route']}")
     datetime.fromisoformat(state["clock"])
     return problems
+
+
+def _berth_problems(order: dict[str, Any], ticket: dict[str, Any]) -> list[str]:
+    """A sleeper ticket names one of its class's berths, on the ticket and in its seat; a seat
+    ticket names none. (Tickets from before berths were kept carry none: read from the seat.)"""
+    berth = ticket.get("berth")
+    berths = BERTHS.get(ticket["seat_class"], ())
+    where = f"order {order['id']} ticket {ticket['name']}"
+    if berth is None:
+        return []
+    if not berths:
+        return [f"{where}: berth {berth!r} on a class without berths"] if berth else []
+    if berth not in berths:
+        return [f"{where}: berth {berth!r} not one of {berths}"]
+    if not str(ticket["seat"]).endswith(berth):
+        return [f"{where}: seat {ticket['seat']} does not name its berth {berth}"]
+    return []
+
+
+def _fare_problems(world: dict[str, Any], order: dict[str, Any], ticket: dict[str, Any]) -> list[str]:
+    """A ticket costs the fare of its class (its berth's, on a sleeper) after its ticket type's discount."""
+    leg = leg_for(world, order["train"], order["from"], order["to"], order["date"])
+    if leg is None or ticket["seat_class"] not in leg.train["classes"]:
+        return []  # an unknown train is reported above
+    berth = ticket.get("berth") or ""
+    want = ticket_price(
+        leg.berth_price(ticket["seat_class"], berth), ticket["seat_class"], ticket["ticket_type"]
+    )
+    if abs(float(ticket["price"]) - want) > 0.01:
+        return [
+            f"order {order['id']} ticket {ticket['name']}: price {ticket['price']} but its fare is {want}"
+        ]
+    return []
 
 
 def _routes() -> frozenset[str]:

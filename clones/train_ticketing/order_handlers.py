@@ -19,8 +19,20 @@ class OrderHandlers:
     # payment and orders
 
     def _pay_order(self, state: State, ev: UIEvent) -> None:
+        """立即支付 hands the order to the payment platform page (收银台); nothing is paid yet."""
         order_id = str(ev.arg or state["ui"]["args"].get("order", ""))
-        booking.pay(state, order_id)
+        order = booking.check_payable(state, order_id)
+        order.setdefault("pay_requested_at", booking.now_of(state).isoformat(timespec="seconds"))
+        navigate(state, "pay_platform", order=order_id, channel=booking.DEFAULT_PAY_CHANNEL)
+
+    def _pick_pay_channel(self, state: State, ev: UIEvent) -> None:
+        require(ev.arg in booking.PAY_CHANNELS, "未知支付方式")
+        state["ui"]["args"]["channel"] = str(ev.arg)
+
+    def _confirm_pay(self, state: State, ev: UIEvent) -> None:
+        args = state["ui"]["args"]
+        order_id = str(ev.arg or args.get("order", ""))
+        booking.pay(state, order_id, str(args.get("channel", booking.DEFAULT_PAY_CHANNEL)))
         state["ui"]["stack"] = [{"route": "home", "args": {}}]
         replace_route(state, "pay_success", order=order_id)
 

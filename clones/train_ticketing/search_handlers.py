@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import date, timedelta
 
-from clones.base import State, UIEvent, back, clock_of, navigate, require
+from clones.base import State, UIEvent, back, clock_of, navigate, replace_route, require
 from clones.train_ticketing import booking, views
+from clones.train_ticketing.list_filters import ENDS, FLEETS
 from clones.train_ticketing.stations import BY_NAME, is_place
 from clones.train_ticketing.timetable import SEAT_LABELS, find_train
 from clones.train_ticketing.ui import (
     DEP_BANDS,
+    LIST_TABS,
+    NORMAL_TYPES,
     SORTS,
     TYPE_FILTERS,
     default_list_filters,
@@ -126,6 +129,20 @@ class SearchHandlers:
     def _list_date(self, state: State, ev: UIEvent) -> None:
         s = state["ui"]["search"]
         s["date"] = booking.stepped_day(state, s["date"], ev.arg)
+        state["ui"]["args"] = {}  # an expanded card belongs to the day it was opened on
+
+    def _list_tab(self, state: State, ev: UIEvent) -> None:
+        """直达 / 中转: the two tabs replace each other, so back leaves both for the screen before."""
+        require(ev.arg in LIST_TABS, "未知页面")
+        route = state["ui"]["route"]
+        if ev.arg == "transfer" and route != "transfer_list":
+            self._open_transfer(state, ev)
+            state["ui"]["stack"].pop()
+        elif ev.arg == "direct" and route != "train_list":
+            s = state["ui"]["search"]
+            require(s["from"] != s["to"], "出发地和目的地不能相同")
+            require(booking.in_window(state, s["date"]), "所选日期不在预售期内")
+            replace_route(state, "train_list")
 
     def _sort(self, state: State, ev: UIEvent) -> None:
         require(ev.arg in SORTS, "未知排序")
@@ -139,6 +156,9 @@ class SearchHandlers:
             "from": ("from_st", None),
             "to": ("to_st", None),
             "seat": ("seats", tuple(SEAT_LABELS)),
+            "fleet": ("fleet", tuple(FLEETS)),
+            "end": ("ends", tuple(ENDS)),
+            "arr": ("arr_bands", DEP_BANDS),
         }
         require(kind in lists, "未知筛选")
         key, allowed = lists[kind]
@@ -156,15 +176,28 @@ class SearchHandlers:
         state["ui"]["list"] = default_list_filters()
         state["ui"]["list"]["sort"] = sort
 
-    def _quick_gd(self, state: State, ev: UIEvent) -> None:
+    def _quick_types(self, state: State, chosen: tuple[str, ...]) -> None:
+        """高铁动车 / 普通车 set the type filter to their types, or clear it when already set so."""
         types = state["ui"]["list"]["types"]
-        state["ui"]["list"]["types"] = [] if sorted(types) == ["C", "D", "G"] else ["G", "C", "D"]
+        state["ui"]["list"]["types"] = [] if sorted(types) == sorted(chosen) else list(chosen)
+
+    def _quick_gd(self, state: State, ev: UIEvent) -> None:
+        self._quick_types(state, ("G", "C", "D"))
+
+    def _quick_normal(self, state: State, ev: UIEvent) -> None:
+        self._quick_types(state, NORMAL_TYPES)
 
     def _quick_avail(self, state: State, ev: UIEvent) -> None:
         state["ui"]["list"]["avail_only"] = not state["ui"]["list"]["avail_only"]
 
     def _open_train(self, state: State, ev: UIEvent) -> None:
-        navigate(state, "train_seats", **current_leg_args(state, str(ev.arg)))
+        """A tap on a train card expands its seat classes inside the list (another tap folds them);
+        the list's args then name that train, so 预订 books it as the seats screen would."""
+        args = current_leg_args(state, str(ev.arg))
+        if state["ui"]["args"].get("train") == args["train"]:
+            state["ui"]["args"] = {}
+        else:
+            state["ui"]["args"] = args
 
     def _open_stops(self, state: State, ev: UIEvent) -> None:
         train_no, _, day = str(ev.arg).partition("|")

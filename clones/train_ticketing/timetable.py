@@ -17,25 +17,36 @@ from typing import Any
 
 import numpy as np
 
+from clones.train_ticketing.real_timetable import covered_corridors, real_numbers, real_trains
 from clones.train_ticketing.stations import BY_NAME, CORRIDORS, HOT_CITIES, STATIONS, Corridor
 
 
 class SeatClass(StrEnum):
     BUSINESS = "swz"
+    PREMIUM_FIRST = "yxydz"
     FIRST = "ydz"
     SECOND = "edz"
+    DELUXE_SLEEPER = "gjrw"
     SOFT_SLEEPER = "rw"
+    EMU_SLEEPER = "dw"
     HARD_SLEEPER = "yw"
+    SOFT_SEAT = "rz"
     HARD_SEAT = "yz"
     STANDING = "wz"
 
 
+# in the order the real app lists them (the codes of the first seven classes are kept from before the
+# four later ones were added, so tasks that name them keep their meaning)
 SEAT_LABELS: dict[str, str] = {
     "swz": "商务座",
+    "yxydz": "优选一等座",
     "ydz": "一等座",
     "edz": "二等座",
+    "gjrw": "高级软卧",
     "rw": "软卧",
+    "dw": "动卧",
     "yw": "硬卧",
+    "rz": "软座",
     "yz": "硬座",
     "wz": "无座",
 }
@@ -45,13 +56,14 @@ TYPE_LABELS: dict[str, str] = {"G": "高铁", "D": "动车", "C": "城际", "Z":
 HIGH_SPEED = frozenset({"G", "D", "C"})
 
 # yuan per km by seat class; 无座 costs what the cheapest seat costs
+# (sleepers: the rate of the upper berth, the cheapest; see BERTH_FACTORS)
 _RATES: dict[str, dict[str, float]] = {
-    "G": {"swz": 1.33, "ydz": 0.71, "edz": 0.42, "wz": 0.42},
-    "D": {"ydz": 0.50, "edz": 0.31, "wz": 0.31},
+    "G": {"swz": 1.33, "yxydz": 0.85, "ydz": 0.71, "edz": 0.42, "wz": 0.42},
+    "D": {"ydz": 0.50, "edz": 0.31, "dw": 0.56, "wz": 0.31},
     "C": {"ydz": 0.50, "edz": 0.31, "wz": 0.31},
-    "Z": {"rw": 0.29, "yw": 0.19, "yz": 0.11, "wz": 0.11},
-    "T": {"rw": 0.28, "yw": 0.18, "yz": 0.105, "wz": 0.105},
-    "K": {"rw": 0.27, "yw": 0.17, "yz": 0.10, "wz": 0.10},
+    "Z": {"gjrw": 0.52, "rw": 0.29, "yw": 0.19, "yz": 0.11, "wz": 0.11},
+    "T": {"gjrw": 0.50, "rw": 0.28, "yw": 0.18, "rz": 0.165, "yz": 0.105, "wz": 0.105},
+    "K": {"rw": 0.27, "yw": 0.17, "rz": 0.16, "yz": 0.10, "wz": 0.10},
 }
 _SPEED_KMH: dict[str, float] = {"G": 290.0, "D": 210.0, "C": 190.0, "Z": 120.0, "T": 100.0, "K": 80.0}
 _FIRST_DEPARTURE: dict[str, tuple[int, int]] = {
@@ -126,9 +138,14 @@ def _service(
 
 
 def generate_trains(seed: int) -> list[dict[str, Any]]:
-    """Every train of the timetable, numbered by corridor and direction (odd away from the first station)."""
+    """Every train of the timetable: real trains on the corridors ``real_timetable.json`` covers, generated
+    ones elsewhere, numbered by corridor and direction (odd away from the first station)."""
     trains: list[dict[str, Any]] = []
+    real = covered_corridors()
+    taken = real_numbers()
     for corridor in CORRIDORS:
+        if corridor.name in real:
+            continue  # real trains replace the generated ones (real_timetable.py)
         rng = np.random.default_rng([seed, _stable(corridor.name)])
         for direction in (0, 1):
             stops = list(corridor.stops) if direction == 0 else list(reversed(corridor.stops))
@@ -143,9 +160,12 @@ def generate_trains(seed: int) -> list[dict[str, Any]]:
                         cut = int(rng.integers(2, len(stops) - 1))
                         span = stops[: cut + 1] if rng.random() < 0.5 else stops[cut - 1 :]
                     service = _service(corridor, span, train_type, start, rng)
+                    while f"{train_type}{number}" in taken:
+                        number += 2  # a real train has this number
                     service["no"] = f"{train_type}{number}"
                     number += 2 * int(rng.integers(1, 4))
                     trains.append(service)
+    trains += real_trains(seed, {c.name: c.stops for c in CORRIDORS}, _classes_for)
     return trains
 
 
@@ -158,7 +178,8 @@ def _base_seats(
 ) -> tuple[tuple[str, int], ...]:
     rng = np.random.default_rng([inventory_seed, _stable(train_no), _stable(day)])
     out: list[tuple[str, int]] = []
-    for cls in classes:
+    drawn = [c for c in classes if c in _LEGACY_CLASSES] + [c for c in classes if c not in _LEGACY_CLASSES]
+    for cls in drawn:
         roll = rng.random()
         if roll < 0.18:
             n = 0
@@ -195,9 +216,20 @@ def round_half(x: float) -> float:
 
 
 def fare(train: dict[str, Any], from_idx: int, to_idx: int, cls: str) -> float:
+    """The listed fare of a class; for a sleeper the upper berth's (the cheapest berth)."""
     km = train["stops"][to_idx]["km"] - train["stops"][from_idx]["km"]
     rate = _RATES[train["type"]][cls]
     return max(MIN_PRICE, round_half(km * rate * float(train["factor"])))
+
+
+def berth_fare(train: dict[str, Any], from_idx: int, to_idx: int, cls: str, berth: str) -> float:
+    """The fare of one berth of a sleeper class (any other class: its fare; berth must be empty)."""
+    base = fare(train, from_idx, to_idx, cls)
+    if cls not in BERTHS:
+        if berth:
+            raise ValueError(f"{cls} has no berths")
+        return base
+    return round_half(base * BERTH_FACTORS[berth])
 
 
 def ticket_price(base: float, cls: str, ticket_type: str) -> float:
@@ -206,6 +238,56 @@ def ticket_price(base: float, cls: str, ticket_type: str) -> float:
     if ticket_type == "student" and cls in STUDENT_CLASSES:
         return round_half(base * 0.75)
     return base
+
+
+# --- classes added on some trains, and sleeper berths ------------------------------------------
+
+# berths of each sleeper class, top to bottom; a 4-berth compartment (软卧, 动卧) or a 2-berth one
+# (高级软卧) has no middle berth
+BERTHS: dict[str, tuple[str, ...]] = {
+    "gjrw": ("上铺", "下铺"),
+    "rw": ("上铺", "下铺"),
+    "dw": ("上铺", "下铺"),
+    "yw": ("上铺", "中铺", "下铺"),
+}
+# price of a berth relative to the upper berth; the ratios are a guess (lower berths cost more)
+BERTH_FACTORS: dict[str, float] = {"上铺": 1.0, "中铺": 1.04, "下铺": 1.08}
+# the classes present before the four later ones: their inventory draws come first, so adding a
+# class to a train never changes the seats left in the others
+_LEGACY_CLASSES = ("swz", "ydz", "edz", "rw", "yw", "yz", "wz")
+# (train type, class, share of trains of that type that get it): which trains get which extra class
+# is a guess, drawn per train from the timetable seed
+_EXTRA_CLASSES: tuple[tuple[str, str, float], ...] = (
+    ("G", "yxydz", 0.35),
+    ("D", "dw", 0.5),
+    ("Z", "gjrw", 0.4),
+    ("T", "gjrw", 0.25),
+    ("T", "rz", 0.4),
+    ("K", "rz", 0.35),
+)
+
+
+def extra_classes(seed: int, train: dict[str, Any]) -> list[str]:
+    """The later classes one train carries, a pure function of (seed, train number)."""
+    out = []
+    for train_type, cls, share in _EXTRA_CLASSES:
+        if train["type"] != train_type:
+            continue
+        if cls == "dw" and train["stops"][-1]["km"] < 450:
+            continue  # 动卧 run on long D services only
+        roll = _stable(f"{seed}|{train['no']}|{cls}") % 1000 / 1000
+        if roll < share:
+            out.append(cls)
+    return out
+
+
+def with_extra_classes(seed: int, trains: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Adds each train's later classes, keeping the real app's order of classes."""
+    order = list(SEAT_LABELS)
+    for train in trains:
+        classes = set(train["classes"]) | set(extra_classes(seed, train))
+        train["classes"] = [c for c in order if c in classes]
+    return trains
 
 
 # --- the world ---------------------------------------------------------------------------------
@@ -218,7 +300,7 @@ def build_world(seed: int, inventory_seed: int | None = None, presale_days: int 
         "presale_days": presale_days,
         "stations": station_rows(),
         "hot_cities": list(HOT_CITIES),
-        "trains": generate_trains(seed),
+        "trains": with_extra_classes(seed, generate_trains(seed)),
         "inventory_overrides": {},
     }
 
@@ -296,6 +378,9 @@ class Leg:
 
     def price(self, cls: str) -> float:
         return fare(self.train, self.from_idx, self.to_idx, cls)
+
+    def berth_price(self, cls: str, berth: str) -> float:
+        return berth_fare(self.train, self.from_idx, self.to_idx, cls, berth)
 
     @property
     def min_price(self) -> float:

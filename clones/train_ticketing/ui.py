@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
-TAB_ROUTES = {"home": "home", "services": "services", "orders": "orders_unfinished", "mine": "mine"}
+TAB_ROUTES = {
+    "home": "home",
+    "services": "services",
+    "member": "member",
+    "orders": "orders_unfinished",
+    "mine": "mine",
+}
 ORDER_TABS = ("orders_unfinished", "orders_upcoming", "orders_history")
 # screens reachable from plain links (service tiles, menu rows); everything else needs context
 LINK_ROUTES = frozenset(
@@ -41,6 +47,7 @@ ROUTES = (
     "passenger_edit",
     "insurance",
     "order_pay",
+    "pay_platform",
     "pay_success",
     "orders_unfinished",
     "orders_upcoming",
@@ -70,9 +77,53 @@ ROUTES = (
     "message_detail",
     "refund_rules",
     "about",
+    "login",
+    "login_sms",
+    "member",
+    "elsewhere",
 )
+# logged out, these tabs and links open the login page first (the rest of the app stays browsable)
+LOGIN_GATED_TABS = frozenset({"orders"})
+LOGIN_GATED_LINKS = frozenset(
+    {
+        "waitlist_orders",
+        "reminders",
+        "passengers",
+        "messages",
+        "account",
+        "orders_unfinished",
+        "orders_upcoming",
+        "orders_history",
+    }
+)
+# services the clone does not model: their tiles open a page saying where the real app sends the
+# user (flights and coaches open partner mini-apps in the real app; which ones is a guess)
+ELSEWHERE: dict[str, tuple[str, str]] = {
+    "flight": ("飞机票", "机票服务由合作平台提供，请在对应小程序中查询和预订。"),
+    "coach": ("汽车票", "汽车票服务由合作平台提供，请在对应小程序中查询和预订。"),
+    "scan": ("扫一扫", "扫码需要使用相机，本仿真应用不提供该功能。"),
+    "points_mall": ("积分兑换", "积分兑换车票请在铁路会员页面按规则办理，商城服务由合作平台提供。"),
+    "punctuality": ("正晚点", "列车正晚点信息请以车站公告为准。"),
+    "car": ("约车", "约车服务由合作平台提供。"),
+    "hotel": ("酒店住宿", "酒店服务由合作平台提供。"),
+    "food": ("餐饮特产", "餐饮特产服务由合作平台提供。"),
+    "station_screen": ("车站大屏", "车站大屏信息请以车站公告为准。"),
+    "lost_found": ("遗失物品", "遗失物品查找请联系车站或拨打12306。"),
+    "priority": ("重点旅客", "重点旅客预约请提前联系车站。"),
+    "season_ticket": ("计次·定期票", "计次票和定期票仅在部分线路发售。"),
+    "ecard": ("铁路e卡通", "铁路e卡通服务由合作平台提供。"),
+    "pickup": ("接送站", "接送站服务由合作平台提供。"),
+    "travel": ("旅游", "旅游服务由合作平台提供。"),
+    "station_guide": ("车站引导", "车站引导信息请以车站公告为准。"),
+    "certificate": ("乘车证明", "乘车证明请在订单详情中申请。"),
+    "wifi": ("站车Wi-Fi", "站车Wi-Fi服务请以现场提示为准。"),
+    "register": ("注册", "注册新账户需要实名核验，本仿真应用不提供。"),
+}
 SCENARIOS = ("fresh", "with_orders", "lived_in", "mid_booking")
 TYPE_FILTERS = ("G", "C", "D", "Z", "T", "K")
+# the list's 普通车 quick filter: every type that is not 高铁/城际/动车
+NORMAL_TYPES = ("Z", "T", "K")
+LIST_TABS = ("direct", "transfer")
 DEP_BANDS = ("00-06", "06-12", "12-18", "18-24")
 SORTS = ("dep", "arr", "dur", "price")
 CLEARABLE_FIELDS = frozenset(
@@ -91,7 +142,7 @@ DRIFT_RELABELS: dict[str, str] = {
     "经停信息": "停靠站信息",
     "选择乘车人": "选择乘客",
     "在线选座": "选座服务",
-    "只看有票": "仅显示有票",
+    "普通车": "普速列车",
     "出发最早": "最早出发",
     "价格最低": "低价优先",
     "耗时最短": "用时最短",
@@ -111,6 +162,9 @@ def default_list_filters() -> dict[str, Any]:
         "to_st": [],
         "seats": [],
         "avail_only": False,
+        "fleet": [],
+        "ends": [],
+        "arr_bands": [],
     }
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
 from clones.contracts import VerifierArgs
+from clones.train_ticketing.timetable import BERTHS, SEAT_BY_LABEL
 
 
 def _digits_as_text(value: Any) -> Any:
@@ -42,6 +43,10 @@ class TrainFilters(_Args):
     price_seat: str | None = None
     train: str | None = None
     transfer_leg: Literal[1, 2] | None = None
+    # the train list's filter sheet: 车组类型 (any of), 只看始发/终到 (all of), 到达时间 (any band)
+    fleet: list[Literal["fxh", "smart"]] | None = None
+    ends: list[Literal["origin", "terminal"]] | None = None
+    arr_bands: list[Band] | None = None
 
 
 class TrainQuery(TrainFilters):
@@ -113,6 +118,18 @@ class OrderSubmittedArgs(TrainQuery):
     ticket_types: dict[str, str] | None = None
     seat_letters: Names | None = None
     insurance: StrictBool | None = None
+    # the berth every ticket of a sleeper order must have (and be priced at)
+    berth: Literal["上铺", "中铺", "下铺"] | None = None
+
+    @model_validator(mode="after")
+    def _berth_on_a_sleeper(self) -> OrderSubmittedArgs:
+        if self.berth is not None:
+            cls = SEAT_BY_LABEL.get(self.seat or "", self.seat or "")
+            if self.berth not in BERTHS.get(cls, ()):
+                raise ValueError(
+                    f"`berth` {self.berth} needs a `seat` class with that berth, not {self.seat!r}"
+                )
+        return self
 
 
 class TicketsArgs(OrderRef):

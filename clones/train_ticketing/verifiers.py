@@ -16,6 +16,7 @@ from clones.base import diff
 from clones.contracts import NoArgs, VerifierSet
 from clones.train_ticketing import booking
 from clones.train_ticketing.answers import AnswerKind, matches
+from clones.train_ticketing.list_filters import passes_extra
 from clones.train_ticketing.stations import is_place, sale_time_of
 from clones.train_ticketing.timetable import (
     SEAT_BY_LABEL,
@@ -25,8 +26,10 @@ from clones.train_ticketing.timetable import (
     find_train,
     fmt_duration,
     fmt_min,
+    leg_for,
     legs_between,
     stop_index,
+    ticket_price,
 )
 from clones.train_ticketing.verifier_args import (
     AccountAnswerArgs,
@@ -59,7 +62,8 @@ ANSWER_TYPES = (AnswerType.NUMBER, AnswerType.TEXT, AnswerType.DATE, AnswerType.
 
 BANDS = {"00-06": (0, 360), "06-12": (360, 720), "12-18": (720, 1080), "18-24": (1080, 1440)}
 # user fields that change when merely browsing (the real app keeps them too)
-BENIGN_USER_KEYS = frozenset({"recent_searches", "station_history"})
+# device-local keys (search history, the login session) that change no account fact
+BENIGN_USER_KEYS = frozenset({"recent_searches", "station_history", "logged_in"})
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -103,6 +107,10 @@ def select_legs(state: State, p: dict[str, Any]) -> list[Leg]:
         if p.get("dep_after") and leg.dep_min % 1440 < _minutes(p["dep_after"]):
             continue
         if seat and available(state, leg.train, leg.day).get(seat, 0) < int(p.get("seat_count", 1)):
+            continue
+        if not passes_extra(
+            leg, as_list(p.get("fleet")), as_list(p.get("ends")), as_list(p.get("arr_bands")), BANDS
+        ):
             continue
         out.append(leg)
     return out
@@ -163,9 +171,15 @@ def user_changes(before: State, after: State, ignore: frozenset[str] = BENIGN_US
     return [f"{c['op']} {c['path']}" for c in diff(b, a)]
 
 
+def new_items(before: State, after: State, key: str) -> list[dict[str, Any]]:
+    """The entries of the user's `key` list (orders, waitlists, reminders, passengers) that the
+    episode created, by id."""
+    known = {x["id"] for x in before["user"][key]}
+    return [x for x in after["user"][key] if x["id"] not in known]
+
+
 def new_orders(before: State, after: State) -> list[dict[str, Any]]:
-    known = {o["id"] for o in before["user"]["orders"]}
-    return [o for o in after["user"]["orders"] if o["id"] not in known]
+    return new_items(before, after, "orders")
 
 
 def names_of(state: State, order: dict[str, Any]) -> list[str]:
@@ -369,6 +383,8 @@ def order_submitted(
     expected = pick_leg(before, p)
     if expected is None:
         return Verdict.fail("no train satisfies the task's constraints in the starting state")
+    if not created:
+        created = checked_draft(after)
     order = created[0] if len(created) == 1 else None
     want_names = sorted(as_list(p.get("passengers")))
     goals: list[tuple[str, bool]] = [("exactly one new order", order is not None)]
@@ -397,8 +413,71 @@ def order_submitted(
         goals.append((f"seats {letters}", sorted(t.get("seat_letter", "") for t in o["tickets"]) == letters))
     if p.get("insurance") is not None:
         goals.append((f"insurance {p['insurance']}", o["insurance"] is bool(p["insurance"])))
+    if p.get("berth"):
+        goals.append(
+            (
+                f"berth {p['berth']} at its fare",
+                bool(o["tickets"])
+                and all(t.get("berth") == p["berth"] and berth_priced(after, o, t) for t in o["tickets"]),
+            )
+        )
     side = [f"extra order {x['id']}" for x in created[1:]] + orders_touched(before, after)
     return graded(goals, side)
+
+
+def berth_priced(state: State, order: dict[str, Any], ticket: dict[str, Any]) -> bool:
+    """A ticket costs its berth's fare (after the ticket type's discount)."""
+    leg = leg_for(state["world"], order["train"], order["from"], order["to"], order["date"])
+    if leg is None:
+        return False
+    want = ticket_price(
+        leg.berth_price(ticket["seat_class"], ticket.get("berth", "")),
+        ticket["seat_class"],
+        ticket["ticket_type"],
+    )
+    return abs(float(ticket["price"]) - want) < 0.01
+
+
+def checked_draft(after: State) -> list[dict[str, Any]]:
+    """Under the `submit_check` variant the commit boundary (提交订单) opens the check dialog and the
+    order is created only on its 确认: a run stopped at the boundary leaves the draft in the dialog,
+    which then stands for the order (the same rows the dialog shows)."""
+    ui = after["ui"]
+    dialog = ui.get("dialog") or {}
+    b = ui.get("booking")
+    if not (ui.get("submit_check") and dialog.get("kind") == "submit_check" and b):
+        return []
+    leg = leg_for(after["world"], b["train"], b["from"], b["to"], b["date"])
+    if leg is None:
+        return []
+    tickets = []
+    for n, pid in enumerate(b["passengers"]):
+        person = next((x for x in after["user"]["passengers"] if x["id"] == pid), None)
+        if person is None:
+            return []
+        tt = b["types"].get(pid, "adult")
+        berth = booking.assigned_berth(after, leg, b["cls"], str(b.get("berth", "")), n)
+        tickets.append(
+            {
+                "passenger_id": pid,
+                "name": person["name"],
+                "ticket_type": tt,
+                "seat_class": b["cls"],
+                "seat_letter": b["seats"][n] if n < len(b["seats"]) else "",
+                "berth": berth,
+                "price": booking.rider_price(after, leg, b["cls"], tt, berth),
+            }
+        )
+    draft = {
+        "id": "(check dialog)",
+        "train": leg.no,
+        "date": leg.day,
+        "from": leg.from_station,
+        "to": leg.to_station,
+        "tickets": tickets,
+        "insurance": bool(b["insurance"]),
+    }
+    return [draft]
 
 
 def orders_touched(before: State, after: State, allow: set[str] | None = None) -> list[str]:
@@ -420,7 +499,11 @@ def order_paid(
     if target is None:
         return Verdict.fail("the starting state has no matching unpaid order")
     now = next((o for o in after["user"]["orders"] if o["id"] == target["id"]), None)
-    paid = now is not None and now["status"] == "paid"
+    # 立即支付 is the commit boundary: it hands the order to the payment platform (收银台), whose
+    # confirmation happens outside the app under test, so a hand-off counts as paid
+    paid = now is not None and (
+        now["status"] == "paid" or (now["status"] == "unpaid" and bool(now.get("pay_requested_at")))
+    )
     side = orders_touched(before, after, {target["id"]}) + [
         f"new order {o['id']}" for o in new_orders(before, after)
     ]
@@ -517,8 +600,7 @@ def ticket_changed(
 def waitlist_submitted(
     before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
-    known = {w["id"] for w in before["user"]["waitlists"]}
-    created = [w for w in after["user"]["waitlists"] if w["id"] not in known]
+    created = new_items(before, after, "waitlists")
     w = created[0] if len(created) == 1 else {}
     leg = pick_leg(before, {k: v for k, v in p.items() if k != "seat"})
     want_train = leg.no if leg else p.get("train")
@@ -554,8 +636,7 @@ def waitlist_cancelled(
 def reminder_set(
     before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
-    known = {r["id"] for r in before["user"]["reminders"]}
-    created = [r for r in after["user"]["reminders"] if r["id"] not in known]
+    created = new_items(before, after, "reminders")
     r = created[0] if len(created) == 1 else {}
     goals = [
         ("one new reminder", len(created) == 1),
@@ -588,8 +669,7 @@ def reminder_deleted(
 def passenger_added(
     before: State, after: State, p: dict[str, Any], answer: str | None, spec: AnswerSpec
 ) -> Verdict:
-    known = {x["id"] for x in before["user"]["passengers"]}
-    created = [x for x in after["user"]["passengers"] if x["id"] not in known]
+    created = new_items(before, after, "passengers")
     x = created[0] if len(created) == 1 else {}
     goals = [
         ("one new passenger", len(created) == 1),

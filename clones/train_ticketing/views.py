@@ -11,9 +11,12 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from clones.train_ticketing import booking
+from clones.train_ticketing.home_views import screen_context
 from clones.train_ticketing.idcard import mask
+from clones.train_ticketing.list_filters import ENDS, FLEETS, fleet_of, passes_extra
 from clones.train_ticketing.stations import DIRECTORY, HOT_CITIES
 from clones.train_ticketing.timetable import (
+    BERTHS,
     HIGH_SPEED,
     SEAT_LABELS,
     TYPE_LABELS,
@@ -27,6 +30,7 @@ from clones.train_ticketing.timetable import (
     legs_between,
     sale_date,
 )
+from clones.train_ticketing.ui import NORMAL_TYPES
 
 TEMPLATES = Path(__file__).parent / "templates"
 WEEKDAY_ZH = "一二三四五六日"
@@ -142,6 +146,8 @@ def list_legs(state: dict[str, Any], *, filtered: bool = True) -> list[Leg]:
             continue
         if f["avail_only"] and not any(n > 0 for n in avail.values()):
             continue
+        if not passes_extra(leg, f.get("fleet", []), f.get("ends", []), f.get("arr_bands", []), BANDS):
+            continue
         out.append(leg)
     key = {
         "dep": lambda leg: (leg.dep_min % 1440, leg.no),
@@ -161,6 +167,7 @@ def leg_row(state: dict[str, Any], leg: Leg) -> dict[str, Any]:
             "n": avail[c],
             "text": avail_text(avail[c]),
             "price": leg.price(c),
+            "berths": [{"berth": x, "price": leg.berth_price(c, x)} for x in BERTHS.get(c, ())],
         }
         for c in leg.train["classes"]
     ]
@@ -178,6 +185,42 @@ def leg_row(state: dict[str, Any], leg: Leg) -> dict[str, Any]:
         "sold_out": all(s["n"] <= 0 for s in seats),
         "origin": leg.from_idx == 0,
         "terminal": leg.to_idx == len(leg.train["stops"]) - 1,
+        "fleet": _fleet_label(leg),
+    }
+
+
+def _fleet_label(leg: Leg) -> str:
+    fleet = fleet_of(leg.train)
+    return FLEETS["smart"] if "smart" in fleet else FLEETS["fxh"] if fleet else ""
+
+
+def date_strip(state: dict[str, Any]) -> list[dict[str, str]]:
+    """The list's date tabs: every day of the pre-sale window (15 days by default), today first."""
+    today = today_of(state)
+    days = int(state["world"]["presale_days"])
+    return [{"iso": (today + timedelta(days=i)).isoformat()} for i in range(days)]
+
+
+def list_context(state: dict[str, Any]) -> dict[str, Any]:
+    """What the train list shows; the filter sheet is drawn over the same list."""
+    ui = state["ui"]
+    legs = list_legs(state)
+    everything = list_legs(state, filtered=False)
+    args = ui.get("args", {})
+    expanded = args.get("train", "") if ui["route"] == "train_list" else ""
+    return {
+        "rows": [leg_row(state, leg) for leg in legs],
+        "total": len(everything),
+        "strip": date_strip(state),
+        "f": ui["list"],
+        "expanded": expanded,
+        # under the filter sheet the list is inert: no control of it is in the hierarchy or tappable
+        "under_sheet": ui["route"] == "train_filter",
+        "ev_attr": "data-inert" if ui["route"] == "train_filter" else "data-ev",
+        "quick_gd_on": sorted(ui["list"]["types"]) == sorted(HIGH_SPEED),
+        "quick_normal_on": sorted(ui["list"]["types"]) == sorted(NORMAL_TYPES),
+        "from_stations": sorted({leg.from_station for leg in everything}),
+        "to_stations": sorted({leg.to_station for leg in everything}),
     }
 
 
@@ -375,21 +418,23 @@ def _booking_ctx(state: dict[str, Any]) -> dict[str, Any]:
     leg = leg_for(state["world"], b["train"], b["from"], b["to"], b["date"])
     assert leg is not None
     avail = available(state, leg.train, leg.day)
-    from clones.train_ticketing.timetable import ticket_price
-
+    wanted = str(b.get("berth", ""))
     riders = []
-    for pid in b["passengers"]:
+    for n, pid in enumerate(b["passengers"]):
         p = booking.passenger(state, pid)
         tt = b["types"].get(pid, "adult")
+        # the berth and price the order will get: the same rule create_order applies
+        berth = booking.assigned_berth(state, leg, b["cls"], wanted, n)
         riders.append(
             {
                 **p,
                 "ticket_type": tt,
-                "price": ticket_price(leg.price(b["cls"]), b["cls"], tt),
+                "berth": berth,
+                "price": booking.rider_price(state, leg, b["cls"], tt, berth),
                 "id_masked": mask(p["id_no"]),
             }
         )
-    letters = {"swz": "ACF", "ydz": "ACDF", "edz": "ABCDF"}.get(b["cls"], "")
+    berths = BERTHS.get(b["cls"], ())
     return {
         "b": b,
         "leg": leg_row(state, leg),
@@ -405,7 +450,13 @@ def _booking_ctx(state: dict[str, Any]) -> dict[str, Any]:
             }
             for c in leg.train["classes"]
         ],
-        "letters": letters,
+        "letters": booking.SEAT_LETTERS.get(b["cls"], ""),
+        "berths": [
+            {"berth": x, "id": booking.BERTH_IDS[x], "price": leg.berth_price(b["cls"], x)}
+            for x in booking.BERTH_CHOICES
+            if x in berths
+        ],
+        "submit_check": bool(state["ui"].get("submit_check")),
     }
 
 
@@ -437,7 +488,9 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
     if route == "home":
         ctx["recent"] = [r.split("|") for r in user["recent_searches"]]
         ctx["upcoming"] = [
-            order_view(state, o) for o in user["orders"] if order_bucket(state, o) == "orders_upcoming"
+            order_view(state, o)
+            for o in user["orders"]
+            if user.get("logged_in", True) and order_bucket(state, o) == "orders_upcoming"
         ][:1]
     elif route == "station_picker":
         q = ui["form"].get("station_query", "")
@@ -452,21 +505,12 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
         ctx["months"] = calendar_months(state, args.get("target", "search"))
         ctx["target"] = args.get("target", "search")
     elif route == "train_list":
-        legs = list_legs(state)
-        ctx["rows"] = [leg_row(state, leg) for leg in legs]
-        ctx["total"] = len(list_legs(state, filtered=False))
-        d = date.fromisoformat(ui["search"]["date"])
-        ctx["strip"] = [
-            {"iso": (d + timedelta(days=i)).isoformat()}
-            for i in range(-2, 3)
-            if booking.in_window(state, (d + timedelta(days=i)).isoformat())
-        ]
-        ctx["f"] = ui["list"]
+        ctx.update(list_context(state))
     elif route == "train_filter":
+        ctx.update(list_context(state))
         legs = list_legs(state, filtered=False)
-        ctx["f"] = ui["list"]
-        ctx["from_stations"] = sorted({leg.from_station for leg in legs})
-        ctx["to_stations"] = sorted({leg.to_station for leg in legs})
+        ctx["fleets"] = FLEETS
+        ctx["ends"] = ENDS
         ctx["seat_classes"] = [c for c in SEAT_LABELS if any(c in leg.train["classes"] for leg in legs)]
         ctx["types"] = [
             ("G", "G-高铁"),
@@ -510,6 +554,7 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
         ctx["passengers"] = [{**p, "id_masked": mask(p["id_no"])} for p in user["passengers"]]
     elif route in (
         "order_pay",
+        "pay_platform",
         "pay_success",
         "order_detail",
         "refund_confirm",
@@ -524,6 +569,10 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
             ctx["t"] = t
             ctx["fee"] = fee
             ctx["refund_amount"] = float(t["price"]) - fee
+        ctx["pay_channels"] = booking.PAY_CHANNELS
+        if route == "pay_platform":
+            ctx["channels"] = booking.PAY_CHANNELS
+            ctx["channel"] = args.get("channel", booking.DEFAULT_PAY_CHANNEL)
         if route == "refund_result":
             ctx["t"] = order["tickets"][int(args["idx"])]
     elif route in ("orders_unfinished", "orders_upcoming", "orders_history"):
@@ -653,6 +702,7 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
             for b in ("orders_unfinished", "orders_upcoming")
         }
     ctx["high_speed"] = HIGH_SPEED
+    ctx.update(screen_context(state, route))
     return ctx
 
 

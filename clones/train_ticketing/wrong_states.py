@@ -16,8 +16,8 @@ from typing import Any
 from clones.base import State, UIEvent, snapshot
 from clones.contracts import GoldenRun, WrongEnd
 from clones.train_ticketing import booking
-from clones.train_ticketing.timetable import available, find_train, legs_between
-from clones.train_ticketing.verifiers import VERIFIERS, find_existing
+from clones.train_ticketing.timetable import available, city_of, find_train, legs_between
+from clones.train_ticketing.verifiers import VERIFIERS
 from realbench.errors import CloneError
 from realbench.taskpack import PlanStep, Task
 from realbench.templating import render
@@ -129,6 +129,7 @@ def _extra_order(run: GoldenRun, state: State) -> State:
             _fire(run, after, "book_seat", "edz")
             _fire(run, after, "toggle_rider", rider)
             _fire(run, after, "submit_order")
+            _fire(run, after, "confirm_submit")  # under the submit_check variant
             break
     if len(after["user"]["orders"]) != len(state["user"]["orders"]) + 1:
         raise CloneError("could not book the extra order on the clone")
@@ -139,7 +140,7 @@ def _extra_order(run: GoldenRun, state: State) -> State:
 def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
     task = run.instance.task
     first, rider, sub = _other_rider(run)
-    return [
+    wrong = [
         _played(
             run,
             _replace_selector(task, {"text": first}, {"text": sub}),
@@ -147,6 +148,20 @@ def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
         ),
         WrongEnd("an extra order", run.before, _extra_order(run, run.after), None),
     ]
+    args = task.clone.verifier.args if task.clone else {}
+    if args.get("berth"):
+        wanted = booking.BERTH_IDS[str(args["berth"])]
+        other = "upper" if wanted != "upper" else "lower"  # not "any": it may assign the wanted one
+        wrong.append(
+            _played(
+                run,
+                _replace_selector(
+                    task, {"resource_id": f"berth_{wanted}"}, {"resource_id": f"berth_{other}"}
+                ),
+                f"berth {other} instead of {wanted}",
+            )
+        )
+    return wrong
 
 
 @VERIFIERS.wrong_end_states("order_paid", "order_cancelled")
@@ -157,6 +172,7 @@ def paid_instead_of_cancelled(run: GoldenRun) -> list[WrongEnd]:
         _fire(run, after, "confirm_cancel_order", unpaid["id"])
         return [WrongEnd("cancelled instead of paid", run.before, after, None)]
     _fire(run, after, "pay_order", unpaid["id"])
+    _fire(run, after, "confirm_pay", unpaid["id"])
     return [WrongEnd("paid instead of cancelled", run.before, after, None)]
 
 
@@ -176,20 +192,24 @@ def another_ticket_refunded(run: GoldenRun) -> list[WrongEnd]:
     return [WrongEnd("another ticket refunded as well", run.before, after, None)]
 
 
+def _another_stop(state: State, order_to: str, station: str) -> str:
+    """An intermediate stop of the order's train other than the asked one (trains and their stops
+    come from the timetable, so no station name is fixed here)."""
+    for order in state["user"]["orders"]:
+        train = find_train(state["world"], order["train"])
+        if train is None or city_of(order["to"]) != order_to:
+            continue
+        names = [s["station"] for s in train["stops"][1:-1]]
+        return next(n for n in names if n != station)
+    raise CloneError(f"no order to {order_to} with a train to change on")
+
+
 @VERIFIERS.wrong_end_states("ticket_changed")
 def changed_to_the_wrong_train(run: GoldenRun) -> list[WrongEnd]:
     task, inst = run.instance.task, run.instance
     if inst.verifier_args.get("source") == "change_station":
         station = inst.verifier_args["new_to"]
-        order = find_existing(run.before, {"order_to": inst.verifier_args["order_to"]})
-        train = find_train(run.before["world"], order["train"]) if order else None
-        names = [st["station"] for st in train["stops"]] if train and order else []
-        # another arrival the change screen offers (a later stop of the same train)
-        other = (
-            next(n for n in names[names.index(order["from"]) + 1 :] if n not in (station, order["to"]))
-            if order
-            else ""
-        )
+        other = _another_stop(run.before, inst.verifier_args.get("order_to", ""), station)
         wrong = _replace_selector(task, {"resource_id": "new_station_name"}, {"text": other})
     else:
         wrong = _insert_before(
