@@ -27,11 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from realbench import state_params
 from realbench.actions import TerminateStatus
 from realbench.errors import ConfigError, PackProblem
 from realbench.outcome import Verdict
-from realbench.taskpack import AnswerSpec, AnswerType, PlanStep, Task, TaskInstance, TaskPack
-from realbench.templating import render_value
+from realbench.taskpack import (
+    AnswerSpec,
+    AnswerType,
+    PlanStep,
+    StateParam,
+    Task,
+    TaskInstance,
+    TaskPack,
+    strings_in,
+)
+from realbench.templating import placeholders, render_value
 
 if TYPE_CHECKING:
     from clones.base import Clone
@@ -239,10 +249,84 @@ def setup_problems(clone: Clone, task: Task) -> list[PackProblem]:
     return problems
 
 
+def _template_strings(task: Task) -> Iterable[str]:
+    yield task.instruction
+    yield task.judge.rubric
+    for step in [*task.golden, *task.real.golden]:
+        yield from step.strings()
+    yield from strings_in(task.clone.verifier.args)
+    for check in task.real.checks:
+        yield from (s for s in check.selector.model_dump().values() if isinstance(s, str))
+
+
+def state_param_problems(clone: Clone, task: Task) -> list[PackProblem]:
+    """``from_state`` parameters against their samplers' contracts: the sampler is the clone's,
+    its arguments fit its model, every ``{param.field}`` is a field it returns, and it finds
+    something to draw in the task's start state."""
+    problems: list[PackProblem] = []
+    used = {p for s in _template_strings(task) for p in placeholders(s)}
+    for name, spec in task.params.items():
+        if not isinstance(spec, StateParam):
+            continue
+        where = f"params.{name}"
+        if spec.sampler not in state_params.sampler_names(clone.name):
+            known = ", ".join(state_params.sampler_names(clone.name)) or "none"
+            problems.append(
+                PackProblem(
+                    task.id,
+                    f"{where}.sampler",
+                    f"clone {clone.name!r} has no state sampler {spec.sampler!r} (known: {known})",
+                )
+            )
+            continue
+        sampler = state_params.find_sampler(spec.sampler)
+        try:
+            state_params.parse_args(sampler, spec.args)
+        except ConfigError as exc:
+            problems.append(PackProblem(task.id, f"{where}.args", exc.message))
+            continue
+        if spec.field is not None and spec.field not in sampler.fields:
+            problems.append(
+                PackProblem(
+                    task.id,
+                    f"{where}.field",
+                    f"sampler {spec.sampler!r} returns no field {spec.field!r} (it returns: {', '.join(sorted(sampler.fields))})",
+                )
+            )
+            continue
+        for p in sorted(used):
+            head, _, field = p.partition(".")
+            if head == name and spec.field is not None and field:
+                problems.append(
+                    PackProblem(
+                        task.id,
+                        where,
+                        f"{{{p}}}: the parameter keeps only the field {spec.field!r}; write {{{name}}}",
+                    )
+                )
+            elif head == name and spec.field is None and field not in sampler.fields:
+                problems.append(
+                    PackProblem(
+                        task.id,
+                        where,
+                        f"{{{p}}}: sampler {spec.sampler!r} returns no field {field!r} (it returns: {', '.join(sorted(sampler.fields))})",
+                    )
+                )
+    if not problems and any(isinstance(s, StateParam) for s in task.params.values()):
+        try:
+            task.instantiate(0, task.clone.setup.clock.date())
+        except state_params.NothingToSample as exc:
+            problems.append(PackProblem(task.id, "params", exc.message))
+    return problems
+
+
 def contract_problems(clone: Clone, pack: TaskPack, task: Task) -> list[PackProblem]:
     """Every problem of one task against its clone's contracts (unknown verifier names are
     reported by `check_pack` itself)."""
     problems = setup_problems(clone, task)
+    problems += state_param_problems(clone, task)
+    if problems:
+        return problems
     contract = clone.verifiers.get(task.clone.verifier.name)
     if contract is not None:
         problems += args_problems(contract, task)

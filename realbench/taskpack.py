@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from realbench import dates
+from realbench import dates, state_params
 from realbench.actions import Key, TerminateStatus
 from realbench.errors import ConfigError, PackError, PackProblem
 from realbench.hierarchy import Selector
@@ -99,7 +99,19 @@ class RelativeDateParam(_Strict):
         return self.exprs[int(rng.integers(len(self.exprs)))]
 
 
-Param = Annotated[ChoiceParam | IntParam | RelativeDateParam, Field(discriminator="type")]
+class StateParam(_Strict):
+    """Drawn from the task's live start state by a sampler its clone registers (see
+    `realbench.state_params`): a dict of fields, used in templates as ``{name.field}``."""
+
+    type: Literal["from_state"]
+    sampler: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    # Keep only this field of the sample: the parameter is then a plain value, ``{name}``, which a
+    # real-side account fixture may replace like a choice parameter's.
+    field: str | None = None
+
+
+Param = Annotated[ChoiceParam | IntParam | RelativeDateParam | StateParam, Field(discriminator="type")]
 
 
 # --- answers ----------------------------------------------------------------------------------
@@ -308,7 +320,7 @@ class Task(_Strict):
     @model_validator(mode="after")
     def _placeholders_declared(self) -> Task:
         known = set(self.params) | {f"{n}_date" for n in self.params} | {f"{n}_md" for n in self.params}
-        used: set[str] = placeholders(self.instruction)
+        used: set[str] = {p.split(".")[0] for p in placeholders(self.instruction)}
         for step in [*self.golden, *self.real.golden]:
             for s in step.strings():
                 used |= {p.split(".")[0] for p in placeholders(s)}
@@ -317,7 +329,7 @@ class Task(_Strict):
         for check in self.real.checks:
             for s in check.selector.model_dump().values():
                 if isinstance(s, str):
-                    used |= placeholders(s)
+                    used |= {p.split(".")[0] for p in placeholders(s)}
         unknown = sorted(used - known)
         if unknown:
             raise ValueError(
@@ -331,11 +343,22 @@ class Task(_Strict):
         """Sample parameters from a generator seeded by (task id, seed); resolve dates against `today`.
 
         `chosen` fixes some raw parameter values (a date expression for a date parameter) instead of
-        sampling them; derived values (``NAME_date``, ``NAME_md``) follow from them as usual."""
+        sampling them; derived values (``NAME_date``, ``NAME_md``) follow from them as usual.
+        A ``from_state`` parameter is drawn by its clone's sampler from the start state that
+        ``clone.setup`` builds (a chosen value replaces it without drawing)."""
         digest = hashlib.sha256(f"{self.id}:{seed}".encode()).digest()
         rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
         values: dict[str, Any] = {}
         for name, spec in self.params.items():
+            if isinstance(spec, StateParam):
+                if chosen is not None and name in chosen:
+                    values[name] = chosen[name]
+                    continue
+                drawn = state_params.sample(
+                    self.id, name, spec.sampler, spec.args, self.clone.setup, rng, today
+                )
+                values[name] = drawn[spec.field] if spec.field else drawn
+                continue
             raw = spec.sample(rng)
             if chosen is not None and name in chosen:
                 raw = chosen[name]
@@ -363,6 +386,11 @@ def _strings_in(value: Any) -> Iterable[str]:
     elif isinstance(value, dict):
         for v in value.values():
             yield from _strings_in(v)
+
+
+def strings_in(value: Any) -> list[str]:
+    """Every string inside a nested structure (verifier arguments, say)."""
+    return list(_strings_in(value))
 
 
 class TaskInstance(BaseModel):

@@ -316,11 +316,14 @@ def test_a_task_label_renders_the_state_its_golden_steps_reach() -> None:
 
     pack = load_pack(ROOT / "taskpacks" / "train_ticketing")
     clone = get_clone("train_ticketing")
-    label = ScreenLabel.parse("train_ticketing/train_list?task=book-named-train-first-class&steps=3")
+    # the plan sets its sampled trip (4 steps), picks the date, searches, then opens the train
+    label = ScreenLabel.parse("train_ticketing/train_list?task=book-named-train-first-class&steps=7")
     state = label_state(clone, pack, label)
-    assert state["ui"]["route"] == "train_list" and state["ui"]["search"]["from"] == "北京"
+    task = pack.task("book-named-train-first-class")
+    trip = task.instantiate(0, task.clone.setup.clock.date()).params["trip"]
+    assert state["ui"]["route"] == "train_list" and state["ui"]["search"]["from"] == trip["from"]
     with pytest.raises(ConfigError, match="order_form"):
-        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=7"))
+        label_state(clone, pack, ScreenLabel.parse("train_list?task=book-named-train-first-class&steps=11"))
     with pytest.raises(ConfigError, match="has no route"):
         label_state(clone, pack, ScreenLabel.parse("nowhere"))
     assert label_state(clone, pack, ScreenLabel.parse("orders_upcoming?scenario=with_orders"))["user"][

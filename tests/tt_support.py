@@ -8,14 +8,21 @@ from typing import Any
 
 from clones.base import get_clone, snapshot
 from clones.dom_plan import PlanRun, instantiate, run_plan
-from realbench.taskpack import RelativeDateParam, Task, TaskInstance, load_pack
+from realbench.taskpack import RelativeDateParam, StateParam, Task, TaskInstance, load_pack
 
 PACK = load_pack("taskpacks/train_ticketing")
 CLONE = get_clone("train_ticketing")
 
 
+# Seeds of a task whose parameters are drawn from its start state (they have no finite list).
+SAMPLED_SEEDS = range(6)
+
+
 def instances(task: Task) -> list[TaskInstance]:
-    """One instance per combination of parameter values (dates resolved against the task's clock)."""
+    """One instance per combination of parameter values (dates resolved against the task's clock);
+    a task with a ``from_state`` parameter gets one instance per seed of `SAMPLED_SEEDS`."""
+    if any(isinstance(spec, StateParam) for spec in task.params.values()):
+        return [instantiate(task, seed) for seed in SAMPLED_SEEDS]
     names = list(task.params)
     choices: list[list[Any]] = []
     for spec in task.params.values():

@@ -20,6 +20,7 @@ from clones.train_ticketing.timetable import available, city_of, find_train, leg
 from clones.train_ticketing.verifiers import VERIFIERS
 from realbench.errors import CloneError
 from realbench.taskpack import PlanStep, Task
+from realbench.templating import render
 
 ANSWER_VERIFIERS = (
     "answer_train_query",
@@ -96,23 +97,29 @@ def wrong_answer_or_account_changed(run: GoldenRun) -> list[WrongEnd]:
     ]
 
 
-def _other_rider(task: Task) -> tuple[str | None, str]:
+def _other_rider(run: GoldenRun) -> tuple[str | None, str, str]:
+    """(the first rider's selector text as the plan writes it, that rider, a rider not on the
+    order); a sampled rider is written ``{rider.name}`` in the plan."""
+    task, params = run.instance.task, run.instance.params
     names = set()
     for s in task.golden:
         if s.tap is not None and s.tap.resource_id in ("rider_chip", "wl_rider", "pick_name") and s.tap.text:
-            names.add(s.tap.text)
+            names.add(render(s.tap.text, params))
     first = next(
         s.tap.text
         for s in task.golden
         if s.tap is not None and s.tap.resource_id in ("rider_chip", "pick_name")
     )
     sub = next(n for n in ("陈静", "王芳", "李明") if n not in names)
-    return first, sub
+    return first, render(first or "", params), sub
 
 
 def _extra_order(run: GoldenRun, state: State) -> State:
-    """The task's order plus one more (张强, Guangzhou to Shenzhen), booked through the screens."""
+    """The task's order plus one more (Guangzhou to Shenzhen, for 张强 or, when the task's order
+    is his, another passenger not on it), booked through the screens."""
     after = snapshot(state)
+    on_order = {t["passenger_id"] for o in state["user"]["orders"] for t in o["tickets"]}
+    rider = next(p for p in ("p4", "p5", "p2", "p1") if p not in on_order)
     _fire(run, after, "tab", "home")
     after["ui"]["search"].update({"from": "广州", "to": "深圳"})
     _fire(run, after, "search_trains")
@@ -120,7 +127,7 @@ def _extra_order(run: GoldenRun, state: State) -> State:
         if available(after, leg.train, leg.day).get("edz", 0) > 0:
             _fire(run, after, "open_train", leg.no)
             _fire(run, after, "book_seat", "edz")
-            _fire(run, after, "toggle_rider", "p4")
+            _fire(run, after, "toggle_rider", rider)
             _fire(run, after, "submit_order")
             _fire(run, after, "confirm_submit")  # under the submit_check variant
             break
@@ -132,12 +139,12 @@ def _extra_order(run: GoldenRun, state: State) -> State:
 @VERIFIERS.wrong_end_states("order_submitted")
 def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
     task = run.instance.task
-    first, sub = _other_rider(task)
+    first, rider, sub = _other_rider(run)
     wrong = [
         _played(
             run,
             _replace_selector(task, {"text": first}, {"text": sub}),
-            f"booked for {sub} instead of {first}",
+            f"booked for {sub} instead of {rider}",
         ),
         WrongEnd("an extra order", run.before, _extra_order(run, run.after), None),
     ]
@@ -201,7 +208,7 @@ def _another_stop(state: State, order_to: str, station: str) -> str:
 def changed_to_the_wrong_train(run: GoldenRun) -> list[WrongEnd]:
     task, inst = run.instance.task, run.instance
     if inst.verifier_args.get("source") == "change_station":
-        station = inst.params["station"]
+        station = inst.verifier_args["new_to"]
         other = _another_stop(run.before, inst.verifier_args.get("order_to", ""), station)
         wrong = _replace_selector(task, {"resource_id": "new_station_name"}, {"text": other})
     else:
@@ -257,10 +264,17 @@ def wrong_passenger_type(run: GoldenRun) -> list[WrongEnd]:
 
 @VERIFIERS.wrong_end_states("passenger_deleted")
 def deleted_the_wrong_passenger(run: GoldenRun) -> list[WrongEnd]:
-    task = run.instance.task
+    task, inst = run.instance.task, run.instance
+    target = inst.verifier_args["name"]
+    written = next(
+        s.tap.text
+        for s in task.golden
+        if s.tap is not None and s.tap.text and render(s.tap.text, inst.params) == target
+    )
+    other = next(p["name"] for p in run.before["user"]["passengers"] if p["name"] != target and not p["self"])
     return [
         _played(
-            run, _replace_selector(task, {"text": "陈静"}, {"text": "王芳"}), "deleted the wrong passenger"
+            run, _replace_selector(task, {"text": written}, {"text": other}), "deleted the wrong passenger"
         )
     ]
 
