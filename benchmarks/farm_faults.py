@@ -31,6 +31,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,8 @@ class Injector:
     kinds: tuple[str, ...] = FAULTS
     log: list[Injection] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _paused: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     _timers: dict[tuple[str, str], tuple[threading.Timer, Any]] = field(default_factory=dict)
 
     def run(self) -> None:
@@ -75,26 +79,31 @@ class Injector:
         while not self._stop.wait(float(rng.uniform(0.5, 1.5)) * self.period_s):
             serial = self.serials[int(rng.integers(len(self.serials)))]
             kind = self.kinds[int(rng.integers(len(self.kinds)))]
-            phone = self.host.phone(serial)
-            self.log.append(Injection(time.time(), serial, kind))
-            if kind == "drop":
-                phone.drop_connection()
-            elif kind == "kill_server":
-                phone.kill_uiautomator()
-            elif kind in ("black", "long_black"):
-                phone.set_faults(black_screenshots=True)
-                window = 0.3 if kind == "black" else 3.0
-                self._later(serial, "black", window, lambda p=phone: p.set_faults(black_screenshots=False))
-            elif kind == "slow":
-                phone.set_faults(screenshot_delay_s=1.5)
-                self._later(serial, kind, 1.0, lambda p=phone: p.set_faults(screenshot_delay_s=0.0))
-            elif kind == "version_drift":
-                phone.set_faults(versions={"com.MobileTicket": "5.9.9.9"})
-                self._later(serial, kind, 1.5, lambda p=phone: p.set_faults(versions={}))
-            else:
-                phone.set_faults(logged_out=["com.MobileTicket"])
-                # sessions do not come back by themselves: the window outlasts an episode
-                self._later(serial, kind, 4.0, lambda p=phone: p.set_faults(logged_out=[]))
+            with self._lock:
+                if not self._paused.is_set():
+                    self._inject(serial, kind)
+
+    def _inject(self, serial: str, kind: str) -> None:
+        phone = self.host.phone(serial)
+        self.log.append(Injection(time.time(), serial, kind))
+        if kind == "drop":
+            phone.drop_connection()
+        elif kind == "kill_server":
+            phone.kill_uiautomator()
+        elif kind in ("black", "long_black"):
+            phone.set_faults(black_screenshots=True)
+            window = 0.3 if kind == "black" else 3.0
+            self._later(serial, "black", window, lambda p=phone: p.set_faults(black_screenshots=False))
+        elif kind == "slow":
+            phone.set_faults(screenshot_delay_s=1.5)
+            self._later(serial, kind, 1.0, lambda p=phone: p.set_faults(screenshot_delay_s=0.0))
+        elif kind == "version_drift":
+            phone.set_faults(versions={"com.MobileTicket": "5.9.9.9"})
+            self._later(serial, kind, 1.5, lambda p=phone: p.set_faults(versions={}))
+        else:
+            phone.set_faults(logged_out=["com.MobileTicket"])
+            # sessions do not come back by themselves: the window outlasts an episode
+            self._later(serial, kind, 4.0, lambda p=phone: p.set_faults(logged_out=[]))
 
     def _later(self, serial: str, kind: str, delay: float, fn: Any) -> None:
         """End a fault window later; a new fault of the same kind on the same phone restarts the
@@ -106,6 +115,18 @@ class Injector:
         t.daemon = True
         self._timers[(serial, kind)] = (t, fn)
         t.start()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No faults while a run starts: its pre-run checks rightly refuse a phone whose app is at
+        another version, and what the suite measures is recovery during the run."""
+        with self._lock:
+            self._paused.set()
+            self.end_open_faults()
+        try:
+            yield
+        finally:
+            self._paused.clear()
 
     def stop(self) -> None:
         """Stop injecting (the caller joins the thread, then calls `end_open_faults`)."""
@@ -119,6 +140,13 @@ class Injector:
             timer.cancel()
             end_fault()
         self._timers.clear()
+
+
+def wait_for_first_episode(run: subprocess.Popen[bytes], store: Path, timeout_s: float = 300.0) -> None:
+    """Until `run` has stored an episode (so it is past its pre-run checks) or has ended."""
+    before, deadline = stored_count(store), time.time() + timeout_s
+    while run.poll() is None and stored_count(store) <= before and time.time() < deadline:
+        time.sleep(0.1)
 
 
 def stored_count(store: Path) -> int:
@@ -264,7 +292,9 @@ def run_fault_suite(
             thread.start()
         try:
             # 1. run, SIGKILL mid-run
-            first = realbench_run(pack, rig, out, repeats, max_attempts, env)
+            with injector.paused():
+                first = realbench_run(pack, rig, out, repeats, max_attempts, env)
+                wait_for_first_episode(first, out)
             target = max(1, int(planned * kill_at))
             while first.poll() is None and stored_count(out) < target:
                 time.sleep(0.1)
@@ -275,7 +305,9 @@ def run_fault_suite(
             first.wait()
             # 2. resume to completion (faults continue)
             t_resume = time.time()
-            second = realbench_run(pack, rig, out, repeats, max_attempts, env)
+            with injector.paused():
+                second = realbench_run(pack, rig, out, repeats, max_attempts, env)
+                wait_for_first_episode(second, out)
             second.wait()
             resume_s = time.time() - t_resume
         finally:
