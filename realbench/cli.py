@@ -1055,7 +1055,7 @@ def demo_cmd(
     ] = 2,
     budget_hours: Annotated[
         float, typer.Option("--budget-hours", help="Device-hour budget for the phones")
-    ] = 0.1,
+    ] = 0.06,
     rig: Annotated[
         Path | None, typer.Option("--rig", help="Rig (default: rigs/virtual.yaml, virtual phones)")
     ] = None,

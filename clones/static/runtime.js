@@ -381,6 +381,8 @@
     return new Promise(function (resolve) { requestAnimationFrame(function () { setTimeout(resolve, 0); }); });
   }
 
+  var SCROLL_SETTLE_MAX_MS = 1500;
+
   function scrollSignature() {
     var els = scrollers(), sig = "";
     for (var i = 0; i < els.length; i++) sig += els[i].scrollTop + "," + els[i].scrollLeft + ";";
@@ -400,14 +402,15 @@
       return new Promise(function (resolve) { idleWaiters.push(resolve); });
     }).then(function () {
       if (!waitScroll) return null;
-      var last = scrollSignature(), still = 0, frames = 0;
+      // Bounded in time, not in frames: on a loaded machine a page may get a frame a second, and
+      // a 180-frame bound then held a swipe for 19 s; a fling is over well within the bound.
+      var last = scrollSignature(), still = 0, started = performance.now();
       function loop() {
         return nextFrame().then(function () {
           var sig = scrollSignature();
           still = sig === last ? still + 1 : 0;
           last = sig;
-          frames++;
-          if (still >= 3 || frames > 180) return null;
+          if (still >= 3 || performance.now() - started > SCROLL_SETTLE_MAX_MS) return null;
           return loop();
         });
       }
