@@ -21,15 +21,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from machine_info import cpu_model  # noqa: E402
+
 from clones.contracts import pack_checks  # noqa: E402
 from realbench.taskpack import check_pack, load_pack  # noqa: E402
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def main() -> None:
