@@ -326,49 +326,24 @@ class CloneEpisodeRollout:
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         if self.replay is not None:
             return self._answer_replay(prompts)
-        out: dict[str, list[Any]] = {
-            "prompt_ids": [],
-            "completion_ids": [],
-            "logprobs": [],
-            "episode_return": [],
-            "episode_steps": [],
-            "episode_success": [],
-        }
+        out: dict[str, list[Any]] = {name: [] for name in ROLLOUT_COLUMNS}
         for prompt in prompts:
             placeholders, pictures = split_trainer_prompt(prompt)
             row = self.states.start(prompt_key(placeholders, pictures))
             episode, steps = self.play_row(row, trainer)
-            first = steps[0].sample
             self.episodes.append(episode)
-            out["prompt_ids"].append(first.ids)
-            out["completion_ids"].append(first.completion)
-            out["logprobs"].append(first.logprobs)
-            out["episode_return"].append(episode.episode_return)
-            out["episode_steps"].append(len(episode.texts))
-            out["episode_success"].append(episode.success)
+            _append_row(out, steps[0].sample, episode)
         return out
 
     def _answer_replay(self, prompts: list[Any]) -> dict[str, Any]:
         replay = self.replay or []
         if len(prompts) != len(replay):
             raise ConfigError(f"the trainer asked for {len(prompts)} step rows; {len(replay)} were played")
-        out: dict[str, list[Any]] = {
-            "prompt_ids": [],
-            "completion_ids": [],
-            "logprobs": [],
-            "episode_return": [],
-            "episode_steps": [],
-            "episode_success": [],
-        }
+        out: dict[str, list[Any]] = {name: [] for name in ROLLOUT_COLUMNS}
         for prompt, (step, episode) in zip(prompts, replay, strict=True):
             if prompt_key(*split_trainer_prompt(prompt)) != step.key:
                 raise ConfigError("a step row's prompt is not the prompt that step was sampled with")
-            out["prompt_ids"].append(step.sample.ids)
-            out["completion_ids"].append(step.sample.completion)
-            out["logprobs"].append(step.sample.logprobs)
-            out["episode_return"].append(episode.episode_return)
-            out["episode_steps"].append(len(episode.texts))
-            out["episode_success"].append(episode.success)
+            _append_row(out, step.sample, episode)
         return out
 
     def play_row(self, row: dict[str, Any], trainer: Any) -> tuple[PlayedEpisode, list[PlayedStep]]:
@@ -473,3 +448,24 @@ def episode_return_reward(
 ) -> list[float | None]:
     """GRPO's reward for a `CloneEpisodeRollout` row: the return of the episode it started."""
     return [float(r) for r in episode_return]
+
+
+# The columns the rollout hook returns to GRPOTrainer: the sampled tokens, and the episode's
+# figures as extra fields (TRL passes them to the reward functions).
+ROLLOUT_COLUMNS = (
+    "prompt_ids",
+    "completion_ids",
+    "logprobs",
+    "episode_return",
+    "episode_steps",
+    "episode_success",
+)
+
+
+def _append_row(out: dict[str, list[Any]], sample: Any, episode: PlayedEpisode) -> None:
+    out["prompt_ids"].append(sample.ids)
+    out["completion_ids"].append(sample.completion)
+    out["logprobs"].append(sample.logprobs)
+    out["episode_return"].append(episode.episode_return)
+    out["episode_steps"].append(len(episode.texts))
+    out["episode_success"].append(episode.success)
