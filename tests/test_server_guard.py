@@ -65,7 +65,8 @@ def test_cli_refusals_are_one_line(args, says):
 
 @pytest.fixture
 def server():
-    limits = ServerLimits(max_body_bytes=64 * 1024, max_sessions=5, idle_timeout_s=3600)
+    # room for a whole train state (≈ 90 KB with the real timetable) to come back through PUT
+    limits = ServerLimits(max_body_bytes=512 * 1024, max_sessions=5, idle_timeout_s=3600)
     with CloneServer(limits=limits) as s:
         yield s
 
