@@ -176,6 +176,13 @@ class Study:
         from analysis.analysis_commands import select_command
         from devices.clone_replayer import CloneReplayer
 
+        if self.signal_path.exists():
+            # A resumed study keeps the design it started with: selecting again could pick other
+            # tasks (the replay screen is not certain to repeat), and the phone runs already made
+            # belong to the first selection. Delete signal.json to select afresh.
+            kept = json.loads(self.signal_path.read_text(encoding="utf-8"))
+            return f"kept the earlier selection ({len(kept.get('tasks', []))} tasks, {self.signal_path.name})"
+
         with CloneReplayer(self.cfg.pack) as replayer:
             result = select_command(
                 [self.clone_store],
