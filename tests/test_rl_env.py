@@ -81,13 +81,35 @@ def _golden_episode(env: RealbenchEnv, seed: int) -> tuple[float, dict]:
     raise AssertionError("the golden plan did not end the episode")
 
 
+def _reset_differences(env: gym.Env) -> list[str]:
+    """The checker's reset sequence again, saying which parts of which observations differ (the
+    pixels' count and box, or the hierarchy's first differing line)."""
+    first = [env.reset(seed=123)[0], env.reset()[0]]
+    again = [env.reset(seed=123)[0], env.reset()[0]]
+    found = []
+    for n, (a, b) in enumerate(zip(first, again, strict=True)):
+        changed = np.argwhere((a["screenshot"] != b["screenshot"]).any(axis=-1))
+        if len(changed):
+            found.append(f"obs {n}: {len(changed)} pixels in {changed.min(0)}..{changed.max(0)}")
+        lines = zip(a["hierarchy"].splitlines(), b["hierarchy"].splitlines(), strict=False)
+        line = next(((x, y) for x, y in lines if x != y), None)
+        if line is not None or a["hierarchy"] != b["hierarchy"]:
+            found.append(f"obs {n}: hierarchy differs at {line}")
+    return found or ["none the second time"]
+
+
 def test_env_checker_passes_through_gym_make(host, packs):
     env = gym.make("realbench/clone-v1", pack=packs["toy"], task_id="buy-item")
     assert env.unwrapped._host is host
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the checker's warnings are failures here
-            check_env(env.unwrapped, skip_render_check=True)
+            try:
+                check_env(env.unwrapped, skip_render_check=True)
+            except AssertionError as exc:
+                raise AssertionError(
+                    f"{exc}\nhow the checker's resets differ: {_reset_differences(env)}"
+                ) from exc
         obs, info = env.reset(seed=1)
         assert obs["screenshot"].shape == env.observation_space["screenshot"].shape == (995, 448, 3)
         assert obs["screenshot"].dtype == np.uint8 and obs["screenshot"].std() > 0
