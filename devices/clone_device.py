@@ -11,7 +11,7 @@ import asyncio
 import base64
 import itertools
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from clones.base import Clone
@@ -99,6 +99,15 @@ class CloneDevice:
     def observe(self) -> Observation:
         shot, xml = self._run(self._observe(), "observe")
         return Observation(screenshot=Screenshot.from_bytes(shot), hierarchy=xml, app=self.clone.package)
+
+    def screenshot(self) -> Screenshot:
+        """The screen's pixels alone (a phone's screencap), once pending events are applied."""
+        return Screenshot.from_bytes(self._run(self._settled_then(self._capture), "screenshot"))
+
+    def hierarchy(self) -> str:
+        """The UI hierarchy alone (a phone's dump), once pending events are applied: the cheap
+        probe for waiting until a screen settles, with no screenshot taken and thrown away."""
+        return self._run(self._settled_then(self._dump), "hierarchy")
 
     def act(self, action: Action) -> None:
         if isinstance(action, Answer | Terminate):
@@ -235,6 +244,10 @@ class CloneDevice:
     async def _observe(self) -> tuple[bytes, str]:
         await self._settled(False)
         self._require_page()
+        shot, xml = await asyncio.gather(self._capture(), self._dump())
+        return shot, xml
+
+    async def _capture(self) -> bytes:
         params: dict[str, Any] = {
             "format": self.image_format.value,
             "captureBeyondViewport": False,
@@ -250,11 +263,16 @@ class CloneDevice:
                 "height": self.emulation.height,
                 "scale": self.emulation.scale,
             }
-        shot, xml = await asyncio.gather(
-            (await self._session_cdp()).send("Page.captureScreenshot", params),
-            self._page_eval("(s) => window.__rb.dumpHierarchy(s)", self.emulation.scale),
-        )
-        return base64.b64decode(shot["data"]), str(xml)
+        shot = await (await self._session_cdp()).send("Page.captureScreenshot", params)
+        return base64.b64decode(shot["data"])
+
+    async def _dump(self) -> str:
+        return str(await self._page_eval("(s) => window.__rb.dumpHierarchy(s)", self.emulation.scale))
+
+    async def _settled_then(self, part: Callable[[], Awaitable[T]]) -> T:
+        await self._settled(False)
+        self._require_page()
+        return await part()
 
     def _css(self, x: int, y: int) -> tuple[float, float]:
         """Normalised 0–1000 to CSS px, through the same pixel rule as `Screenshot.to_pixels`."""

@@ -20,6 +20,11 @@ MAX_YAML_BYTES = 8 * 1024 * 1024
 MAX_YAML_NODES = 500_000
 
 
+# libyaml's parser where PyYAML was built with it: the same safe constructor and node graph,
+# several times faster on the large packs every run and certify loads.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class YamlRefused(ConfigError):
     """A YAML file realbench will not read (alias bomb, too big, too many nodes, not text)."""
 
@@ -69,7 +74,7 @@ def expanded_size(root: yaml.Node, max_nodes: int) -> int:
 
 def load_yaml_text(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
     """Parse YAML text whose alias-expanded size is at most `max_nodes` (yaml.YAMLError on bad syntax)."""
-    loader = yaml.SafeLoader(text)
+    loader = _SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -29,6 +29,7 @@ from devices.virtual.model import APP_CLONES, BROWSER_PACKAGE
 from devices.virtual.screen import ScreenSource
 from devices.virtual.uitree import window_elements
 from realbench.errors import DeviceError
+from realbench.http_client import shared_client
 from realbench.http_guard import auth_headers, client_token
 
 if TYPE_CHECKING:
@@ -129,13 +130,12 @@ class CloneAppScreen:
         self.session: str | None = None
         self.device: CloneDevice | None = None
         self._owns_session = True
-        self._last_xml = ""
 
     # --- lifecycle ---
 
     def _api(self, method: str, path: str, body: Any = None, base: str | None = None) -> Any:
         try:
-            resp = httpx.request(
+            resp = shared_client().request(
                 method,
                 (base or self.server_url) + path,
                 json=body,
@@ -260,19 +260,13 @@ class CloneAppScreen:
 
     # --- screen ---
 
-    def _observe(self) -> tuple[bytes, str]:
-        obs = self._device().observe()
-        return obs.screenshot.data, obs.hierarchy or ""
-
     def screenshot(self) -> Image.Image:
-        data, self._last_xml = self._observe()
-        img = Image.open(io.BytesIO(data))
+        img = Image.open(io.BytesIO(self._device().screenshot().data))
         img.load()
         return img if img.size == (self.width, self.height) else img.resize((self.width, self.height))
 
     def hierarchy(self) -> list[ET.Element]:
-        _data, xml = self._observe()
-        self._last_xml = xml
+        xml = self._device().hierarchy()
         pw, ph = self.emulation.pixel_size
         sx, sy = self.width / pw, self.height / ph
         windows = window_elements(xml)
@@ -328,7 +322,7 @@ class CloneAppScreen:
         ui = state.get("ui", {})
         if ui.get("dialog") or ui.get("stack"):
             return False
-        _data, xml = self._observe()
+        xml = self._device().hierarchy()
         # every drift overlay's outermost element has an id starting rb_ (clones/drift.py,
         # clones/interruptions.py): back closes it rather than leaving the app
         return not any(f'id/{overlay}"' in xml for overlay in DRIFT_OVERLAY_IDS) and ":id/rb_" not in xml
