@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -30,6 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from machine_info import machine_facts  # noqa: E402
+
 from devices.certify import Certificate, certify  # noqa: E402
 from devices.rig import load_rig, parse_rig  # noqa: E402
 from devices.virtual import VirtualPhoneHost  # noqa: E402
@@ -40,15 +40,7 @@ VIRTUAL = load_rig(ROOT / "rigs" / "virtual.yaml")
 
 
 def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    return machine_facts()
 
 
 def rig_for(phone: Any) -> Any:

@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from machine_info import cpu_model  # noqa: E402
+
 from clones.base import clone_names, get_clone  # noqa: E402
 from clones.server import CloneServer  # noqa: E402
 from devices.clone_browser import BrowserPool, descendant_pids  # noqa: E402
@@ -104,12 +106,8 @@ def chromium_pss_mib() -> float:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
+    model = cpu_model()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
         mem_kb = next(
             int(x.split()[1])
             for x in Path("/proc/meminfo").read_text().splitlines()

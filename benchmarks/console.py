@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx  # noqa: E402
+from machine_info import machine_line  # noqa: E402
 from PIL import Image, ImageChops  # noqa: E402
 
 from realbench.hierarchy import Hierarchy, Selector  # noqa: E402
@@ -35,15 +35,7 @@ WIDTH = 540
 
 
 def machine() -> str:
-    model = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in ln
-        ),
-        "?",
-    )
-    return f"{model}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
+    return machine_line()
 
 
 def changed(a: bytes, b: bytes) -> bool:

@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from farm_faults import Injector, realbench_run, recovery_times, stored_count  # noqa: E402
+from machine_info import cpu_model  # noqa: E402
 
 from devices.farm.synthetic import write_synthetic_pack  # noqa: E402
 from devices.virtual import VirtualPhoneHost  # noqa: E402
@@ -48,12 +49,7 @@ TASKS = 10
 
 
 def _machine() -> dict[str, Any]:
-    model = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")),
-        "?",
-    )  # fmt: skip
-    return {"cpu": model, "cores": os.cpu_count(), "loadavg": os.getloadavg()}
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "loadavg": os.getloadavg()}
 
 
 def _write_rig(path: Path, serials: list[str], max_attempts: int) -> None:

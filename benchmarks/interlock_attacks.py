@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -29,6 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine_info import machine_facts  # noqa: E402
 
 from devices.farm.interlock import InterlockedDevice  # noqa: E402
 from devices.phone import PhoneDevice  # noqa: E402
@@ -48,15 +48,7 @@ from tests.interlock_attacks import (  # noqa: E402
 
 
 def machine() -> dict[str, Any]:
-    model = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+    return machine_facts()
 
 
 def earlier_cases() -> list[dict[str, Any]]:

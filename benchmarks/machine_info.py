@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 
 def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
     return "unknown"
+
+
+def machine_facts() -> dict[str, Any]:
+    """CPU model, cores and the 1/5/15-minute load averages, for a benchmark's JSON."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "load_avg": [round(x, 2) for x in os.getloadavg()]}
+
+
+def machine_line() -> str:
+    """The same in one line, for a benchmark that prints its figures."""
+    return f"{cpu_model()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"

@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from machine_info import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -478,8 +480,7 @@ def main() -> None:
     parser.add_argument("--case", action="append", choices=list(CASES), help="run only these (repeatable)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), "?")  # fmt: skip
+    cpu = cpu_model()
     results = run_suite(args.case)
     machine = {"cpu": cpu, "cores": os.cpu_count(), "loadavg": os.getloadavg(),
                "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
