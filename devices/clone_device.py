@@ -242,9 +242,7 @@ class CloneDevice:
         await self._settled(False)
 
     async def _observe(self) -> tuple[bytes, str]:
-        await self._settled(False)
-        self._require_page()
-        shot, xml = await asyncio.gather(self._capture(), self._dump())
+        shot, xml = await self._settled_then(lambda: asyncio.gather(self._capture(), self._dump()))
         return shot, xml
 
     async def _capture(self) -> bytes:

@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 
 import httpx
 
+from devices.clone_target import server_client
 from devices.farm.health import dismiss_popups
 from devices.farm.interlock import InterlockedDevice
 from devices.farm.interlock_policy import InterlockPolicy
@@ -38,7 +39,6 @@ from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe, Type
 from realbench.device import Device, TargetKind
 from realbench.errors import ConfigError, DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.hierarchy import Hierarchy, Node, Selector
-from realbench.http_client import shared_client
 from realbench.http_guard import auth_headers, client_token
 from realbench.observation import Observation
 from realbench.outcome import Verdict
@@ -389,7 +389,7 @@ class PhoneTarget:
     def _api(self, method: str, path: str, **kwargs: Any) -> Any:
         assert self.clone_server_url is not None
         try:
-            r = shared_client().request(
+            r = server_client(self.clone_server_url).request(
                 method,
                 f"{self.clone_server_url}{path}",
                 timeout=15,
@@ -449,7 +449,7 @@ class PhoneTarget:
     def _delete_session(self) -> None:
         if self._session is not None and self.clone_server_url:
             with contextlib.suppress(httpx.HTTPError):
-                shared_client().delete(
+                server_client(self.clone_server_url).delete(
                     f"{self.clone_server_url}/api/sessions/{self._session}",
                     timeout=5,
                     headers=auth_headers(self._token),

@@ -29,7 +29,6 @@ from devices.virtual.model import APP_CLONES, BROWSER_PACKAGE
 from devices.virtual.screen import ScreenSource
 from devices.virtual.uitree import window_elements
 from realbench.errors import DeviceError
-from realbench.http_client import shared_client
 from realbench.http_guard import auth_headers, client_token
 
 if TYPE_CHECKING:
@@ -134,10 +133,13 @@ class CloneAppScreen:
     # --- lifecycle ---
 
     def _api(self, method: str, path: str, body: Any = None, base: str | None = None) -> Any:
+        from devices.clone_target import server_client
+
+        url = base or self.server_url
         try:
-            resp = shared_client().request(
+            resp = server_client(url).request(
                 method,
-                (base or self.server_url) + path,
+                url + path,
                 json=body,
                 timeout=30,
                 headers=auth_headers(self._token),
