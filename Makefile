@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed-stamp
 APT_PACKAGES := chromium fonts-noto-cjk adb
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_OUT ?= out/demo
+# pytest workers for `make test`: the suite mostly waits on Chromium, adb and servers, so two workers
+# pay off even on two cores; more cores get more, up to four. PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 
 .PHONY: setup system venv demo test lint typecheck pytest certify-all clean
 
@@ -44,7 +47,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 pytest: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: setup lint typecheck pytest
 

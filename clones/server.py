@@ -12,6 +12,9 @@ JSON API (all under /api):
   POST   /api/sessions/{sid}/snapshot      -> {snapshot}
   POST   /api/sessions/{sid}/restore       {snapshot} | {state} | {setup, params} -> {version, route, html}
   POST   /api/sessions/{sid}/event         {ev, arg, form, long_press} -> {version, route, html}
+  WS     /api/sessions/{sid}/events        the same event and answer as text messages, one at a time
+                                           (an error answer is {error, status, hint}); what the page
+                                           runtime uses once the socket is open, the POST otherwise
   DELETE /api/sessions/{sid}
   GET    /api/clones, GET /healthz
 Pages: GET /s/{sid} (the whole page), GET /s/{sid}/screen -> {version, route, html}.
@@ -25,7 +28,8 @@ that raises CloneError leaves the state as it was and shows its message as the t
 
 Security and limits (realbench.http_guard): loopback by default, a token from an environment
 variable for any other address, a Host allow-list and Origin check, JSON bodies only, a body-size
-cap (413), JSON nesting cap (400), a session cap (429) and idle expiry; a state whose ``ui.route``
+cap (413; a socket message over it closes the socket with 1009), JSON nesting cap (400), a session
+cap (429) and idle expiry; a state whose ``ui.route``
 is not one of the clone's routes is refused (400).
 """
 
@@ -53,8 +57,9 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
 from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
@@ -76,6 +81,10 @@ from realbench.taskpack import CloneSetup
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
+# close codes of the event socket: 1009 is the standard "message too big"; 4404 (the application
+# range) says the session does not exist, so the page falls back to HTTP and gets the 404's text
+WS_MESSAGE_TOO_BIG = 1009
+WS_UNKNOWN_SESSION = 4404
 MAX_SNAPSHOTS = 4096
 STATE_KEYS = ("world", "user", "ui", "clock")
 
@@ -407,6 +416,22 @@ def _problem(status: int, message: str, hint: str | None = None) -> JSONResponse
     return JSONResponse({"error": message, "hint": hint}, status_code=status)
 
 
+def _problem_of(exc: Exception) -> tuple[int, str, str | None] | None:
+    """The client's error answer (status, message, hint) for an exception, or None when it is the
+    server's own fault (to be logged as a 500)."""
+    if isinstance(exc, ApiError):
+        return exc.status, exc.message, exc.hint
+    if isinstance(exc, BodyError | LimitExceeded):
+        return exc.http_status, exc.message, exc.hint
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(body)"
+        return 400, f"invalid request body: field {where!r}: {first['msg']}", None
+    if isinstance(exc, UnknownNameError | RealbenchError):
+        return 400, exc.message, exc.hint
+    return None
+
+
 def _endpoint(fn: Endpoint) -> Endpoint:
     """Turns ApiError/RealbenchError into clear 4xx answers and anything else into a logged 500."""
 
@@ -414,21 +439,12 @@ def _endpoint(fn: Endpoint) -> Endpoint:
     async def wrapper(request: Request) -> Response:
         try:
             return await fn(request)
-        except ApiError as exc:
-            return _problem(exc.status, exc.message, exc.hint)
-        except (BodyError, LimitExceeded) as exc:
-            return _problem(exc.http_status, exc.message, exc.hint)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(body)"
-            return _problem(400, f"invalid request body: field {where!r}: {first['msg']}")
-        except UnknownNameError as exc:
-            return _problem(400, exc.message, exc.hint)
-        except RealbenchError as exc:
-            return _problem(400, exc.message, exc.hint)
-        except Exception:
-            log.exception("clone server error on %s %s", request.method, request.url.path)
-            return _problem(500, "internal error in the clone server (traceback logged)")
+        except Exception as exc:
+            problem = _problem_of(exc)
+            if problem is None:
+                log.exception("clone server error on %s %s", request.method, request.url.path)
+                return _problem(500, "internal error in the clone server (traceback logged)")
+            return _problem(*problem)
 
     return wrapper
 
@@ -488,10 +504,8 @@ def create_app(
         with session.lock:
             return JSONResponse(_screen_payload(session))
 
-    @_endpoint
-    async def post_event(request: Request) -> Response:
-        session = store.get(request.path_params["sid"])
-        raw = await _json(request)
+    async def apply_event(sid: str, raw: Any) -> dict[str, Any]:
+        session = store.get(sid)
         if not isinstance(raw, dict):
             raise ApiError(400, "an event is a JSON object {ev, arg, form, long_press}")
         body = EventBody.model_validate(raw)
@@ -500,7 +514,41 @@ def create_app(
         event = UIEvent(name=body.ev, arg=body.arg, form=dict(body.form), long_press=body.long_press)
         with session.lock:
             session.apply(event)
-            return JSONResponse(_screen_payload(session))
+            return _screen_payload(session)
+
+    @_endpoint
+    async def post_event(request: Request) -> Response:
+        return JSONResponse(await apply_event(request.path_params["sid"], await _json(request)))
+
+    async def event_socket(websocket: WebSocket) -> None:
+        # The page's event channel: an HTTP request per tap waits behind Chromium's frame work on a
+        # busy machine (≈ 10 ms more per step than a message on an open socket, docs/benchmarks.md).
+        # The guard (Host, Origin, token) has already checked the handshake.
+        sid = websocket.path_params["sid"]
+        await websocket.accept()
+        try:
+            store.get(sid)
+        except ApiError:
+            await websocket.close(code=WS_UNKNOWN_SESSION)
+            return
+        while True:
+            try:
+                text = await websocket.receive_text()
+            except WebSocketDisconnect:
+                return
+            if len(text.encode()) > limits.max_body_bytes:
+                await websocket.close(code=WS_MESSAGE_TOO_BIG)
+                return
+            try:
+                answer = await apply_event(sid, parse_json_body(text.encode(), limits.max_json_depth))
+            except Exception as exc:
+                problem = _problem_of(exc)
+                if problem is None:
+                    log.exception("clone server error on the event socket of session %s", sid)
+                    problem = (500, "internal error in the clone server (traceback logged)", None)
+                status, message, hint = problem
+                answer = {"error": message, "status": status, "hint": hint}
+            await websocket.send_json(answer)
 
     @_endpoint
     async def delete_session(request: Request) -> Response:
@@ -576,6 +624,7 @@ def create_app(
         Route("/api/sessions/{sid}/snapshot", take_snapshot, methods=["POST"]),
         Route("/api/sessions/{sid}/restore", restore, methods=["POST"]),
         Route("/api/sessions/{sid}/event", post_event, methods=["POST"]),
+        WebSocketRoute("/api/sessions/{sid}/events", event_socket),
         Route("/s/{sid}", page),
         Route("/s/{sid}/screen", screen),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
@@ -616,8 +665,17 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_config(app: Starlette, log_level: str) -> uvicorn.Config:
-    return uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", timeout_keep_alive=120)
+def _uvicorn_config(app: Starlette, log_level: str, limits: ServerLimits) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=120,
+        ws="websockets-sansio",
+        # frames over the body limit are refused by the protocol layer before they are buffered whole
+        ws_max_size=limits.max_body_bytes,
+    )
 
 
 def serve(
@@ -641,8 +699,9 @@ def serve(
     log.info("clone server listening on %s (clones: %s)", url, ", ".join(clone_names()) or "none")
     if announce is not None:
         announce(url)
+    limits = limits or ServerLimits()
     app = create_app(security=security, limits=limits)
-    uvicorn.Server(_uvicorn_config(app, log_level)).run(sockets=[sock])
+    uvicorn.Server(_uvicorn_config(app, log_level, limits)).run(sockets=[sock])
 
 
 class CloneServer:
@@ -688,7 +747,7 @@ class CloneServer:
         sock = bind_socket(self.host, self.port)
         self.port = sock.getsockname()[1]
         app = create_app(self.store, security=self.security, limits=self.limits)
-        server = uvicorn.Server(_uvicorn_config(app, self.log_level))
+        server = uvicorn.Server(_uvicorn_config(app, self.log_level, self.limits))
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name=f"clone-server-{self.port}", daemon=True
         )

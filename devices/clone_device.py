@@ -11,6 +11,7 @@ import asyncio
 import base64
 import itertools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -282,7 +283,9 @@ class CloneDevice:
             min((py + 0.5) / s, self.emulation.height - 0.5),
         )
 
-    async def _touch(self, kind: str, x: float | None = None, y: float | None = None) -> None:
+    async def _touch(
+        self, kind: str, x: float | None = None, y: float | None = None, *, timestamp: float | None = None
+    ) -> None:
         points = (
             []
             if x is None or y is None
@@ -291,9 +294,10 @@ class CloneDevice:
         self._require_page()
         if kind in ("touchEnd", "touchCancel"):
             self._touch_ends += 1
-        await (await self._session_cdp()).send(
-            "Input.dispatchTouchEvent", {"type": kind, "touchPoints": points}
-        )
+        params: dict[str, Any] = {"type": kind, "touchPoints": points}
+        if timestamp is not None:
+            params["timestamp"] = timestamp
+        await (await self._session_cdp()).send("Input.dispatchTouchEvent", params)
 
     async def _tap(self, x: float, y: float) -> None:
         # Both events are sent at once: CDP delivers a session's commands in order, and waiting for
@@ -370,12 +374,18 @@ class CloneDevice:
         x2, y2 = self._css(action.x2, action.y2)
         steps = max(4, round(action.duration_ms / 1000 / TOUCH_MOVE_INTERVAL_S))
         interval = action.duration_ms / 1000 / steps
-        await self._touch("touchStart", x1, y1)
+        # Each event carries the time it was meant for, not the time it was sent: Chromium takes a
+        # fling's velocity from the events' timestamps, so a loaded machine's late sends no longer
+        # change where a swipe's fling comes to rest.
+        start = time.time()
+        await self._touch("touchStart", x1, y1, timestamp=start)
         for i in range(1, steps + 1):
             f = i / steps
-            await asyncio.sleep(interval)
-            await self._touch("touchMove", x1 + (x2 - x1) * f, y1 + (y2 - y1) * f)
-        await self._touch("touchEnd")
+            await asyncio.sleep(max(0.0, start + i * interval - time.time()))
+            await self._touch(
+                "touchMove", x1 + (x2 - x1) * f, y1 + (y2 - y1) * f, timestamp=start + i * interval
+            )
+        await self._touch("touchEnd", timestamp=start + steps * interval)
 
 
 def _action_seconds(action: Action) -> float:

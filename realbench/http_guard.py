@@ -33,6 +33,8 @@ DEFAULT_TOKEN_ENV = "REALBENCH_SERVER_TOKEN"
 TOKEN_COOKIE = "rb_token"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+SOCKET_METHOD = "WEBSOCKET"  # what the token lookup is told for a handshake: no token from the query
+POLICY_VIOLATION = 1008  # the WebSocket close code of a refused handshake
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -171,7 +173,12 @@ def parse_json_body(raw: bytes, max_depth: int) -> Any:
 
 
 class GuardMiddleware:
-    """ASGI middleware enforcing `ServerSecurity` and the body limits of `ServerLimits`."""
+    """ASGI middleware enforcing `ServerSecurity` and the body limits of `ServerLimits`.
+
+    A WebSocket handshake passes the same Host, Origin and token checks as a request (a browser
+    opens a socket to any site without asking, so the Origin check is what keeps another site's
+    page off it); its token comes from the header or the cookie, never the query. A refused
+    handshake is closed before it is accepted, which the server answers with HTTP 403."""
 
     def __init__(self, app: ASGIApp, security: ServerSecurity, limits: ServerLimits) -> None:
         self.app = app
@@ -179,31 +186,22 @@ class GuardMiddleware:
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._guard_socket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = _headers_of(scope)
         method = scope["method"].upper()
-        allowed = self.security.allowed_hosts
-        if _hostname(headers.get("host", "")) not in allowed:
-            await _answer(send, 403, "Host header not allowed", "add the name with --allow-host")
-            return
-        origin = headers.get("origin")
-        if origin is not None and (origin == "null" or _hostname(urlsplit(origin).netloc) not in allowed):
-            await _answer(send, 403, "cross-origin request refused", "call the API from the same host")
+        refusal = self._refusal(headers, scope, method)
+        if refusal is not None:
+            await _answer(send, *refusal)
             return
         set_cookie = False
         if self.security.token is not None:
             given = _token_of(headers, scope, method)
-            if given is None or not secrets.compare_digest(given[0], self.security.token):
-                await _answer(
-                    send,
-                    401,
-                    "missing or wrong token",
-                    "send 'Authorization: Bearer TOKEN' (the server's token env var)",
-                )
-                return
-            set_cookie = given[1] == "query"
+            set_cookie = given is not None and given[1] == "query"
         if method in UNSAFE_METHODS:
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
@@ -253,6 +251,37 @@ class GuardMiddleware:
             await self.app(scope, receive, send_with_cookie)
             return
         await self.app(scope, receive, send)
+
+    def _refusal(self, headers: dict[str, str], scope: Scope, method: str) -> tuple[int, str, str] | None:
+        """(status, message, hint) when the request may not reach the app, else None."""
+        allowed = self.security.allowed_hosts
+        if _hostname(headers.get("host", "")) not in allowed:
+            return 403, "Host header not allowed", "add the name with --allow-host"
+        origin = headers.get("origin")
+        if origin is not None and (origin == "null" or _hostname(urlsplit(origin).netloc) not in allowed):
+            return 403, "cross-origin request refused", "call the API from the same host"
+        if self.security.token is not None:
+            given = _token_of(headers, scope, method)
+            if given is None or not secrets.compare_digest(given[0], self.security.token):
+                return (
+                    401,
+                    "missing or wrong token",
+                    "send 'Authorization: Bearer TOKEN' (the server's token env var)",
+                )
+        return None
+
+    async def _guard_socket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refusal = self._refusal(_headers_of(scope), scope, SOCKET_METHOD)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, message, _ = refusal
+        if (await receive())["type"] == "websocket.connect":
+            await send({"type": "websocket.close", "code": POLICY_VIOLATION, "reason": f"{status} {message}"})
+
+
+def _headers_of(scope: Scope) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
 def _token_of(headers: dict[str, str], scope: Scope, method: str) -> tuple[str, str] | None:

@@ -9,7 +9,8 @@ import pytest
 from devices.rl.vector import CloneVectorEnv
 from tests.rl_support import write_pack
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+# one Ray cluster on the machine at a time: both Ray modules share a test worker
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.xdist_group("ray")]
 
 ray = pytest.importorskip("ray")
 

@@ -47,7 +47,43 @@
     for (var i = 0; i < waiters.length; i++) waiters[i]();
   }
 
-  function send(payload) {
+  // The event channel: a WebSocket to the clone server once it is open, an HTTP POST until then
+  // or whenever it is down (a refused or dropped socket is reopened at the next event). Events go
+  // one at a time (see `post`), so the one reply outstanding is the answer to the last message.
+  var socket = null, socketOpening = false, socketReply = null;
+
+  function openSocket() {
+    if (socket || socketOpening || typeof WebSocket === "undefined") return;
+    socketOpening = true;
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws = new WebSocket(scheme + location.host + "/api/sessions/" + sid + "/events");
+    ws.onopen = function () { socketOpening = false; socket = ws; };
+    ws.onmessage = function (e) {
+      var waiting = socketReply;
+      socketReply = null;
+      if (waiting) waiting.resolve(e.data);
+    };
+    ws.onclose = function () {
+      socketOpening = false;
+      if (socket === ws) socket = null;
+      var waiting = socketReply;
+      socketReply = null;
+      if (waiting) waiting.reject(new Error("the event socket closed before the answer came"));
+    };
+  }
+
+  function sendOnSocket(payload) {
+    return new Promise(function (resolve, reject) {
+      socketReply = { resolve: resolve, reject: reject };
+      socket.send(JSON.stringify(payload));
+    }).then(function (text) {
+      var data = JSON.parse(text);
+      if (data.error) throw new Error("event " + payload.ev + " failed: HTTP " + data.status + ": " + data.error);
+      return data;
+    });
+  }
+
+  function sendOverHttp(payload) {
     return fetch("/api/sessions/" + sid + "/event", {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -55,8 +91,16 @@
     }).then(function (resp) {
       if (!resp.ok) throw new Error("event " + payload.ev + " failed: HTTP " + resp.status);
       return resp.json();
-    }).then(function (data) { apply(data, false); });
+    });
   }
+
+  function send(payload) {
+    var answer = socket && socket.readyState === WebSocket.OPEN ? sendOnSocket(payload) : sendOverHttp(payload);
+    openSocket();
+    return answer.then(function (data) { apply(data, false); });
+  }
+
+  function transport() { return socket && socket.readyState === WebSocket.OPEN ? "socket" : "http"; }
 
   // Events are sent one at a time, in order; the form is read when the user acts.
   function post(ev, arg, longPress) {
@@ -619,6 +663,8 @@
     afterTap: afterTap,
     tapAcknowledged: tapAcknowledged,
     dumpHierarchy: dumpHierarchy,
+    transport: transport,
   };
+  openSocket();
   startCountdowns();
 })();
