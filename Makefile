@@ -47,7 +47,7 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 pytest: setup
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: setup lint typecheck pytest
 

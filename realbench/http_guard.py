@@ -7,6 +7,8 @@
 - A Host allow-list (loopback names, the bound address, the machine's names when bound to a
   wildcard, plus any given) and an Origin check: a page from another site can neither read nor
   post (DNS rebinding, CSRF).
+- A WebSocket handshake passes the same Host, Origin and token checks (token from the header or
+  the cookie only); a refused one is closed before it is accepted (HTTP 403).
 - A body of a POST/PUT/PATCH must be JSON (``Content-Type: application/json``) and at most
   `max_body_bytes` (413 beyond); JSON nested deeper than `max_json_depth` is a 400.
 

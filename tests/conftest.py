@@ -7,9 +7,10 @@
   which other test runs on this machine may own), with adbutils' module-level client pointed at it.
 - `toy_pack`: the toy shop's task pack (taskpacks/toy).
 
-Under pytest-xdist (`make test` runs two or more workers) each module's tests stay on one worker, so
-module fixtures (a clone server, a Chromium, an adb server) start once; modules that carry their own
-`xdist_group` mark (the Ray clusters) share a worker with each other instead.
+Under pytest-xdist (`make test` runs two or more workers with `--dist loadfile`) each module's tests
+stay on one worker, so module fixtures (a clone server, a Chromium, an adb server) start once; every
+adb server, clone server and Ray cluster of the tests is on free ports, so modules on different
+workers never share one.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ TOY_PACK_PATH = REPO / "taskpacks" / "toy"
 
 
 # Long modules start first, so that under pytest-xdist the last module to finish is a short one
-# (`make test` passes --no-loadscope-reorder, which keeps this order).
+# (`make test` passes --no-loadscope-reorder, which keeps this order). Not xdist's --dist loadgroup:
+# with pytest 9 its group marks are silently ignored (it renames a node id attribute pytest no
+# longer reads), and every test was scheduled on its own.
 LONGEST_TIERS_FIRST = ("slow", "farm", "browser")
 
 
@@ -42,14 +45,10 @@ def _tier_rank(item: pytest.Item) -> int:
     return len(LONGEST_TIERS_FIRST)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # before xdist's own hook, which turns the group into the scheduling unit under --dist loadgroup
     module_rank: dict[str, int] = {}
     for item in items:
         module = item.module.__name__ if item.module else item.nodeid
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(module))
         module_rank[module] = min(module_rank.get(module, len(LONGEST_TIERS_FIRST)), _tier_rank(item))
     position = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda it: (module_rank[it.module.__name__ if it.module else it.nodeid], position[id(it)]))

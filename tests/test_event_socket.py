@@ -202,3 +202,32 @@ def test_a_page_taps_over_the_socket_falls_back_to_http_and_reopens_it() -> None
         finally:
             device.close()
             (restarted or first).stop()
+
+
+@pytest.mark.browser
+def test_a_page_of_a_token_guarded_server_gets_its_socket(monkeypatch) -> None:
+    """The page's token travels as a header on every request (clone pages on phones, clone-on-phone
+    targets); the socket's handshake carries it too, so events do not fall back to HTTP."""
+    from clones.base import get_clone
+    from devices.clone_browser import BrowserPool, Emulation
+    from devices.clone_device import CloneDevice
+    from realbench.http_guard import security_for
+
+    token = "page-token"
+    monkeypatch.setenv("REALBENCH_SERVER_TOKEN", token)
+    with CloneServer(limits=LIMITS, security=security_for("127.0.0.1")) as guarded, BrowserPool() as pool:
+        sid = _session(guarded.url, {"authorization": f"Bearer {token}"})
+        device = CloneDevice(
+            pool,
+            guarded.url,
+            get_clone("train_ticketing"),
+            emulation=Emulation(width=412, height=915, scale=1.0),
+            token=token,
+        )
+        try:
+            device.open(sid)
+            device.settle()
+            opened = "() => new Promise(r => { const t = () => window.__rb.transport() === 'socket' ? r(true) : setTimeout(t, 20); t(); })"
+            assert device._run(device._page_eval(opened), "wait for the socket") is True
+        finally:
+            device.close()

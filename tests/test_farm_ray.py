@@ -30,8 +30,7 @@ from realbench.golden import GoldenAgent
 from realbench.runner import LocalRunner, plan_episodes
 from realbench.store import RunStore
 
-# one Ray cluster on the machine at a time: both Ray modules share a test worker
-pytestmark = [pytest.mark.slow, pytest.mark.farm, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.farm]
 
 RAY = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "ray")
 EMULATOR_PORTS = range(5555, 5586)

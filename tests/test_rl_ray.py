@@ -9,8 +9,7 @@ import pytest
 from devices.rl.vector import CloneVectorEnv
 from tests.rl_support import write_pack
 
-# one Ray cluster on the machine at a time: both Ray modules share a test worker
-pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 ray = pytest.importorskip("ray")
 
