@@ -65,7 +65,7 @@ from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
 from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
 from clones.interruptions import interruptions_of
 from clones.screen import screen_html
-from realbench.errors import CloneError, ConfigError, RealbenchError, ServerError, UnknownNameError
+from realbench.errors import CloneError, ConfigError, RealbenchError, ServerError
 from realbench.http_guard import (
     IN_PROCESS_SECURITY,
     BodyError,
@@ -427,7 +427,7 @@ def _problem_of(exc: Exception) -> tuple[int, str, str | None] | None:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(body)"
         return 400, f"invalid request body: field {where!r}: {first['msg']}", None
-    if isinstance(exc, UnknownNameError | RealbenchError):
+    if isinstance(exc, RealbenchError):
         return 400, exc.message, exc.hint
     return None
 
@@ -536,11 +536,12 @@ def create_app(
                 text = await websocket.receive_text()
             except WebSocketDisconnect:
                 return
-            if len(text.encode()) > limits.max_body_bytes:
+            raw = text.encode()
+            if len(raw) > limits.max_body_bytes:
                 await websocket.close(code=WS_MESSAGE_TOO_BIG)
                 return
             try:
-                answer = await apply_event(sid, parse_json_body(text.encode(), limits.max_json_depth))
+                answer = await apply_event(sid, parse_json_body(raw, limits.max_json_depth))
             except Exception as exc:
                 problem = _problem_of(exc)
                 if problem is None:

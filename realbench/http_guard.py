@@ -196,14 +196,12 @@ class GuardMiddleware:
             return
         headers = _headers_of(scope)
         method = scope["method"].upper()
-        refusal = self._refusal(headers, scope, method)
+        given = _token_of(headers, scope, method)
+        refusal = self._refusal(headers, given)
         if refusal is not None:
             await _answer(send, *refusal)
             return
-        set_cookie = False
-        if self.security.token is not None:
-            given = _token_of(headers, scope, method)
-            set_cookie = given is not None and given[1] == "query"
+        set_cookie = self.security.token is not None and given is not None and given[1] == "query"
         if method in UNSAFE_METHODS:
             length = headers.get("content-length")
             if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
@@ -254,26 +252,27 @@ class GuardMiddleware:
             return
         await self.app(scope, receive, send)
 
-    def _refusal(self, headers: dict[str, str], scope: Scope, method: str) -> tuple[int, str, str] | None:
-        """(status, message, hint) when the request may not reach the app, else None."""
+    def _refusal(self, headers: dict[str, str], given: tuple[str, str] | None) -> tuple[int, str, str] | None:
+        """(status, message, hint) when the request may not reach the app, else None. `given` is
+        the token the request carries (`_token_of`) and where it came from."""
         allowed = self.security.allowed_hosts
         if _hostname(headers.get("host", "")) not in allowed:
             return 403, "Host header not allowed", "add the name with --allow-host"
         origin = headers.get("origin")
         if origin is not None and (origin == "null" or _hostname(urlsplit(origin).netloc) not in allowed):
             return 403, "cross-origin request refused", "call the API from the same host"
-        if self.security.token is not None:
-            given = _token_of(headers, scope, method)
-            if given is None or not secrets.compare_digest(given[0], self.security.token):
-                return (
-                    401,
-                    "missing or wrong token",
-                    "send 'Authorization: Bearer TOKEN' (the server's token env var)",
-                )
+        token = self.security.token
+        if token is not None and (given is None or not secrets.compare_digest(given[0], token)):
+            return (
+                401,
+                "missing or wrong token",
+                "send 'Authorization: Bearer TOKEN' (the server's token env var)",
+            )
         return None
 
     async def _guard_socket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        refusal = self._refusal(_headers_of(scope), scope, SOCKET_METHOD)
+        headers = _headers_of(scope)
+        refusal = self._refusal(headers, _token_of(headers, scope, SOCKET_METHOD))
         if refusal is None:
             await self.app(scope, receive, send)
             return

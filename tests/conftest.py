@@ -45,13 +45,17 @@ def _tier_rank(item: pytest.Item) -> int:
     return len(LONGEST_TIERS_FIRST)
 
 
+def _module_of(item: pytest.Item) -> str:
+    return item.module.__name__ if item.module else item.nodeid
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     module_rank: dict[str, int] = {}
     for item in items:
-        module = item.module.__name__ if item.module else item.nodeid
+        module = _module_of(item)
         module_rank[module] = min(module_rank.get(module, len(LONGEST_TIERS_FIRST)), _tier_rank(item))
     position = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda it: (module_rank[it.module.__name__ if it.module else it.nodeid], position[id(it)]))
+    items.sort(key=lambda it: (module_rank[_module_of(it)], position[id(it)]))
 
 
 @pytest.fixture(scope="module")

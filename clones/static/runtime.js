@@ -94,13 +94,15 @@
     });
   }
 
+  function socketOpen() { return socket !== null && socket.readyState === WebSocket.OPEN; }
+
   function send(payload) {
-    var answer = socket && socket.readyState === WebSocket.OPEN ? sendOnSocket(payload) : sendOverHttp(payload);
+    var answer = socketOpen() ? sendOnSocket(payload) : sendOverHttp(payload);
     openSocket();
     return answer.then(function (data) { apply(data, false); });
   }
 
-  function transport() { return socket && socket.readyState === WebSocket.OPEN ? "socket" : "http"; }
+  function transport() { return socketOpen() ? "socket" : "http"; }
 
   // Events are sent one at a time, in order; the form is read when the user acts.
   function post(ev, arg, longPress) {
