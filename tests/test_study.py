@@ -106,12 +106,17 @@ def test_same_seed_gives_the_same_study(study, tmp_path_factory):
     again = Study(config).run()
 
     def outcomes(root: Path) -> dict[tuple[str, str, str], tuple[object, ...]]:
-        """Per episode: how it ended, its steps and its resolved success (truth, checks, judge)."""
+        """Per scored episode: how it ended, its steps and its resolved success (truth, checks,
+        judge). Keyed without the attempt number: an attempt the infrastructure aborted (a phone call
+        that timed out on a loaded machine) is run again, so one study may score attempt 1 where
+        the other scores attempt 0 of the same episode."""
         with StoreSet([root / "real"]) as ss:
             frame = resolve_outcomes(ss.episodes(), ss.verdicts(), "synthetic:judge")
-        ids = frame["episode_id"].str.split("/", n=1).str[1]
+        ids = frame["episode_id"].str.split("/", n=1).str[1].str.rsplit("/", n=1).str[0]
+        keys = list(zip(frame["task"], frame["model"], ids, strict=True))
+        assert len(set(keys)) == len(keys), "one scored attempt per episode"
         values = zip(frame["outcome"], frame["steps"], frame["success"], strict=True)
-        return dict(zip(zip(frame["task"], frame["model"], ids, strict=True), values, strict=True))
+        return dict(zip(keys, values, strict=True))
 
     clone_episodes = RunStore(again.out / "clone", create=False).episodes_frame()
     assert len(clone_episodes) == len(RunStore(study.out / "clone", create=False).episodes_frame())

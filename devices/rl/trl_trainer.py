@@ -30,6 +30,10 @@ from realbench.errors import ConfigError
 class EpisodeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     """GRPOTrainer whose loss covers every step of the episodes a `CloneEpisodeRollout` plays."""
 
+    # set by GRPOTrainer from its args; declared for the type checker, which sees TRL as Any
+    num_generations: int | None
+    num_generations_eval: int | None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         rollout_func = kwargs.get("rollout_func")
         if not isinstance(rollout_func, CloneEpisodeRollout):
