@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from realbench.errors import BrowserMissingError, DeviceError, DeviceLost
+from realbench.loop_thread import start_loop_thread
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +165,7 @@ class BrowserPool:
                 except Exception as exc:  # the old browser is gone already; only its driver remains
                     log.debug("shutting down the lost browser: %s", exc)
             if self._loop is None:
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="clone-browser", daemon=True)
-                thread.start()
-                self._loop, self._thread = loop, thread
+                self._loop, self._thread = start_loop_thread("clone-browser")
             try:
                 self._launch_with_retry()
             except BaseException:

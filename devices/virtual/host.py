@@ -25,6 +25,7 @@ from devices.virtual.control import ControlServer
 from devices.virtual.model import APP_CLONES, BROWSER_PACKAGE, Faults, PhoneIdentity, VirtualPhoneSpec
 from devices.virtual.phone import ScreenMaker, VirtualPhone, static_screens
 from realbench.errors import ConfigError, DeviceError, ServerError
+from realbench.loop_thread import start_loop_thread
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,9 +73,7 @@ def choose_screens(kind: str) -> ScreenMaker:
 
 class VirtualPhoneHost:
     def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="vphone-host", daemon=True)
-        self._thread.start()
+        self._loop, self._thread = start_loop_thread("vphone-host")
         self.phones: list[VirtualPhone] = []
         self.control = ControlServer(lambda: list(self.phones), self._shutdown_requested)
         self._run(self.control.start())

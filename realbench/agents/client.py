@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from realbench.errors import ModelError
+from realbench.loop_thread import start_loop_thread
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -140,11 +141,7 @@ class _LoopThread:
     """A private asyncio loop in a daemon thread."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="realbench-model-client", daemon=True
-        )
-        self._thread.start()
+        self.loop, self._thread = start_loop_thread("realbench-model-client")
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
