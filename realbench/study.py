@@ -183,8 +183,7 @@ class Study:
             kept = json.loads(self.signal_path.read_text(encoding="utf-8"))
             return f"kept the earlier selection ({len(kept.get('tasks', []))} tasks, {self.signal_path.name})"
 
-        # as many clone pages as the clone runs had: a replay, like a run, waits more than it computes
-        with CloneReplayer(self.cfg.pack, scale=self.cfg.scale, workers=self.cfg.workers) as replayer:
+        with CloneReplayer(self.cfg.pack, scale=self.cfg.scale) as replayer:
             result = select_command(
                 [self.clone_store],
                 base=self.cfg.base,
