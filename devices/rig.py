@@ -32,10 +32,29 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+DEFAULT_ADB_PORT = 5037
+
+
+def default_adb_port() -> int:
+    """The adb server's port as adb itself picks it: $ANDROID_ADB_SERVER_PORT, else 5037."""
+    value = os.environ.get("ANDROID_ADB_SERVER_PORT", "").strip()
+    if not value:
+        return DEFAULT_ADB_PORT
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise ConfigError(
+            f"ANDROID_ADB_SERVER_PORT={value!r} is not a port",
+            hint="unset it (adb then uses 5037) or give a number from 1 to 65535",
+        )
+    return int(value)
+
+
 class Host(_Strict):
     name: str = Field(min_length=1)
     address: str = "127.0.0.1"
-    adb_port: int = Field(default=5037, gt=0, lt=65536, description="the adb server phones are plugged into")
+    # a host without one uses the adb server the adb command would (so `adb devices` and the rig agree)
+    adb_port: int = Field(
+        default_factory=default_adb_port, gt=0, lt=65536, description="the adb server phones are plugged into"
+    )
 
 
 class PhoneSpec(_Strict):

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -29,6 +31,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+
+DEFAULT_ADB_PORT = 5037  # a lab's own adb server: a snippet under test must not start or use it
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -113,7 +117,11 @@ def test_runnable_snippet(snippet: Snippet, tmp_path: Path) -> None:
         "JUDGE_PORT": str(free_port()),
         "XDG_RUNTIME_DIR": str(tmp_path),  # `vphone up` in a snippet registers its phones here only
         "COLUMNS": "200",
+        # A snippet's adb commands start a server of their own on this port, stopped below: the
+        # default 5037 may belong to a lab's phones, and an adb server outlives the snippet's session.
+        "ANDROID_ADB_SERVER_PORT": str(free_port()),
     }
+    default_adb_before = _listening(DEFAULT_ADB_PORT)
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     # Output goes to files, not pipes: a background process the snippet failed to stop would hold a
     # pipe open and hang the test instead of failing it.
@@ -131,6 +139,9 @@ def test_runnable_snippet(snippet: Snippet, tmp_path: Path) -> None:
             returncode = proc.wait(timeout=SNIPPET_TIMEOUT_S)
         finally:
             left = _stop_session(proc.pid)
+            default_adb_after = _listening(DEFAULT_ADB_PORT)
+            if shutil.which("adb"):
+                subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
     stdout_text, stderr_text = out.read_text(), err.read_text()
     assert returncode == 0, (
         f"{snippet.name} exited {returncode}\n--- snippet\n{snippet.code}"
@@ -138,6 +149,13 @@ def test_runnable_snippet(snippet: Snippet, tmp_path: Path) -> None:
     )
     assert "Traceback" not in stderr_text, stderr_text[-4000:]
     assert left == [], f"{snippet.name} left processes running after it ended: {left}"
+    assert default_adb_before or not default_adb_after, f"{snippet.name} started an adb server on 5037"
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _stop_session(sid: int) -> list[str]:

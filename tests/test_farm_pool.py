@@ -94,6 +94,20 @@ def test_rig_problems_are_named() -> None:
     assert rig.app_pin("com.ex.app") is not None and rig.app_pin("com.other") is None
 
 
+def test_a_host_without_an_adb_port_uses_the_one_adb_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """$ANDROID_ADB_SERVER_PORT, as the adb command reads it; 5037 without it; a host's own wins."""
+    phones = [{"serial": "s1", "profile": "generic-1080x2400"}]
+    monkeypatch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
+    assert parse_rig({"name": "x", "phones": phones}).hosts[0].adb_port == 5037
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", "5123")
+    assert parse_rig({"name": "x", "phones": phones}).hosts[0].adb_port == 5123
+    own = {"name": "x", "hosts": [{"name": "local", "adb_port": 6000}], "phones": phones}
+    assert parse_rig(own).hosts[0].adb_port == 6000
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", "adb")
+    with pytest.raises(ConfigError, match="not a port"):
+        parse_rig({"name": "x", "phones": phones})
+
+
 def test_credentials_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     rig = parse_rig(
         {

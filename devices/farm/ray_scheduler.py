@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from devices.rig import PhoneSpec, Rig, load_rig
+from devices.rig import PhoneSpec, Rig, default_adb_port, load_rig
 from realbench.agent import Agent
 from realbench.device import Target, TargetKind
 from realbench.episode import EpisodeResult
@@ -61,7 +61,7 @@ class PhoneWorker:
         return {
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "adb_port": os.environ.get("ANDROID_ADB_SERVER_PORT", "5037"),
+            "adb_port": str(default_adb_port()),
         }
 
     def run(self, task_id: str, seed: int, repeat: int) -> EpisodeResult:
