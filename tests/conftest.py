@@ -3,8 +3,10 @@
 - `other_toy`: registers the test-only second toy clone for a module (the built-in clones, the
   toy shop among them, are always registered); removed again through `clones.base.unregister`.
 - `clone_server` / `browser_pool`: one in-process clone server and one headless Chromium per module.
-- `adb_server_port`: a private adb server on a free port for the module (never the default 5037,
-  which other test runs on this machine may own), with adbutils' module-level client pointed at it.
+- `session_adb_server` (autouse): a private adb server on a free port for each test process
+  (never the default 5037, which a lab's phones or other test runs on this machine may own), with
+  $ANDROID_ADB_SERVER_PORT and adbutils' module-level client pointed at it; `adb_server_port`: one
+  for a single module.
 - `toy_pack`: the toy shop's task pack (taskpacks/toy).
 
 Under pytest-xdist (`make test` runs two or more workers with `--dist loadfile`) each module's tests
@@ -15,7 +17,9 @@ workers never share one.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -89,9 +93,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def adb_server_port() -> Iterator[int]:
-    adbutils = pytest.importorskip("adbutils")
+@contextlib.contextmanager
+def _private_adb_server() -> Iterator[int]:
+    import adbutils
+
     port = free_port()
     env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(port)}
     subprocess.run(["adb", "start-server"], env=env, check=True, capture_output=True, timeout=30)
@@ -103,6 +108,25 @@ def adb_server_port() -> Iterator[int]:
             yield port
     finally:
         subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_adb_server() -> Iterator[int | None]:
+    """Every test process talks to an adb server of its own: whatever a test starts without naming a
+    port (a virtual rig's phones, a snippet's `vphone up`, a helper's `adb connect`) lands there and
+    is stopped with it, never on the 5037 of a lab's own phones."""
+    if shutil.which("adb") is None:
+        yield None
+        return
+    with _private_adb_server() as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def adb_server_port() -> Iterator[int]:
+    """A server for the module alone (phones a module connects stay out of other modules' lists)."""
+    with _private_adb_server() as port:
+        yield port
 
 
 @pytest.fixture(scope="session")

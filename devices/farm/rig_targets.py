@@ -272,7 +272,7 @@ def start_virtual_phones(
         )
     with VirtualPhoneHost() as host:
         infos = host.start(v.count, drift=v.drift, screens=v.screens, profile=v.profile, faults=faults)
-        host.adb_connect()
+        host.adb_connect(rig.host(v.host).adb_port)  # the server the pool will look for them on
         yield [spec(i.serial, i.name, i.control_url) for i in infos]
 
 
