@@ -30,9 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from devices.rig import DEFAULT_ADB_PORT  # a lab's own adb server: a snippet must not start or use it
 from tests.conftest import free_port
-
-DEFAULT_ADB_PORT = 5037  # a lab's own adb server: a snippet under test must not start or use it
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
