@@ -8,7 +8,7 @@ import pytest
 
 from devices.farm.interlock import Interlock, stop_controls, touch_reach
 from devices.farm.interlock_policy import InterlockPolicy
-from devices.farm.stop_labels import names_stop, normalise
+from devices.farm.stop_labels import LabelTexts, names_stop, normalise
 from realbench.actions import Click, Key, KeyPress, OpenApp, Swipe, Type
 from realbench.errors import PackError
 from realbench.hierarchy import Bounds, Hierarchy, Selector
@@ -91,6 +91,36 @@ def test_substrings_subtrees_and_content_desc() -> None:
     # the root's joined text names it too, but only the innermost nodes are stop controls
     found = {c.node.bounds.top for c in stop_controls(h, STOP, [])}
     assert found == {100, 300, 500}
+
+
+def test_shared_label_texts_keep_each_node_apart() -> None:
+    """One hierarchy's normalised texts are computed once and shared by every selector: two
+    containers with the same own text but different children must still be told apart, in either
+    order, and every node must get the answer it gets with texts of its own."""
+    h = screen(
+        node(
+            "[0,100][1080,200]",
+            "android.widget.LinearLayout",
+            clickable="true",
+            children=node("[0,100][500,200]", text="确认") + node("[500,100][1080,200]", text="付款"),
+        ),
+        node(
+            "[0,300][1080,400]",
+            "android.widget.LinearLayout",
+            clickable="true",
+            children=node("[0,300][500,400]", text="确认") + node("[500,300][1080,400]", text="取消"),
+        ),
+    )
+    commit, cancel = h.nodes[1], h.nodes[4]
+    assert commit.text == cancel.text == ""
+    for order in ((commit, cancel), (cancel, commit)):
+        texts = LabelTexts()
+        answers = {id(n): names_stop(STOP[0], n, subtree=True, texts=texts) for n in order}
+        assert answers == {id(commit): True, id(cancel): False}
+    texts = LabelTexts()
+    for sel in (*STOP, Selector(text_contains="取消"), Selector(content_desc="确认付款")):
+        for n in h.nodes:
+            assert names_stop(sel, n, subtree=True, texts=texts) == names_stop(sel, n, subtree=True), (sel, n)
 
 
 def test_a_zero_size_label_names_its_clickable_parent() -> None:

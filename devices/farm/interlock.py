@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from devices.farm.interlock_policy import InterlockPolicy
-from devices.farm.stop_labels import names_stop, subtree_text
+from devices.farm.stop_labels import LabelTexts, names_stop, subtree_text
 from realbench.actions import (
     Action,
     Answer,
@@ -200,9 +200,10 @@ def stop_controls(
     text names it only because a descendant does is left to the tapped-target rule."""
     dp = px_per_dp(screen or (hierarchy.screen.right, hierarchy.screen.bottom))
     out: list[StopControl] = []
+    texts = LabelTexts()
     for origin, selectors in ((StopOrigin.BOUNDARY, boundary), (StopOrigin.FORBIDDEN, forbidden)):
         for sel in selectors:
-            matched = [n for n in hierarchy.nodes if names_stop(sel, n, subtree=True)]
+            matched = [n for n in hierarchy.nodes if names_stop(sel, n, subtree=True, texts=texts)]
             ids = {id(n) for n in matched}
             for node in matched:
                 if any(id(d) in ids for d in node.descendants()):
@@ -333,12 +334,13 @@ class Interlock:
 
     def _label_block(self, node: Node, why: str) -> Block | None:
         """A stop selector named by `node`'s own and its subtree's text (the tapped target)."""
+        texts = LabelTexts()
         for origin, selectors in (
             (StopOrigin.BOUNDARY, self.boundary),
             (StopOrigin.FORBIDDEN, self.forbidden),
         ):
             for sel in selectors:
-                if names_stop(sel, node, subtree=True):
+                if names_stop(sel, node, subtree=True, texts=texts):
                     return Block(StopControl(sel, origin, node, (node.bounds,)), why)
         return None
 

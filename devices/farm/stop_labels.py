@@ -12,6 +12,7 @@ Over-matching is the safe direction here: a label that contains a stop label is 
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -23,6 +24,7 @@ from realbench.hierarchy import Node, Selector
 _INVISIBLE_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Cc", "Zs", "Zl", "Zp"})
 
 
+@functools.lru_cache(maxsize=16384)
 def normalise(text: str) -> str:
     """NFKC, case-folded, with whitespace, zero-width, direction and combining characters removed."""
     folded = unicodedata.normalize("NFKC", text).casefold()
@@ -44,6 +46,29 @@ def subtree_text(node: Node) -> str:
     return normalise("".join(p for p in parts if p))
 
 
+class LabelTexts:
+    """The normalised texts of one hierarchy's nodes, each computed once. The interlock tests every
+    stop selector against every node of each dump; normalising a node's whole subtree again for
+    each selector was most of a phone step's CPU. Keyed by node identity; it holds the nodes it
+    has seen, so their ids stay unique while it lives."""
+
+    def __init__(self) -> None:
+        self._own: dict[int, tuple[Node, tuple[str, str]]] = {}
+        self._subtree: dict[int, tuple[Node, str]] = {}
+
+    def own(self, node: Node) -> tuple[str, str]:
+        hit = self._own.get(id(node))
+        if hit is None:
+            hit = self._own[id(node)] = (node, own_texts(node))
+        return hit[1]
+
+    def subtree(self, node: Node) -> str:
+        hit = self._subtree.get(id(node))
+        if hit is None:
+            hit = self._subtree[id(node)] = (node, subtree_text(node))
+        return hit[1]
+
+
 def stop_labels(selector: Selector) -> tuple[str, ...]:
     """The labels a selector names (text, text_contains, content_desc), normalised."""
     raw = (selector.text, selector.text_contains, selector.content_desc)
@@ -59,9 +84,10 @@ def _other_criteria_match(selector: Selector, node: Node) -> bool:
     return not (selector.clickable is not None and node.clickable != selector.clickable)
 
 
-def names_stop(selector: Selector, node: Node, *, subtree: bool) -> bool:
+def names_stop(selector: Selector, node: Node, *, subtree: bool, texts: LabelTexts | None = None) -> bool:
     """Whether `node` is the control `selector` names, after normalisation and as a substring:
-    over its own text and content-desc, and with `subtree` also over its descendants' text."""
+    over its own text and content-desc, and with `subtree` also over its descendants' text.
+    `texts` shares the normalised texts between calls on one hierarchy."""
     if not _other_criteria_match(selector, node):
         return False
     labels = stop_labels(selector)
@@ -74,6 +100,7 @@ def names_stop(selector: Selector, node: Node, *, subtree: bool) -> bool:
             return False
     if not labels:
         return True  # an id / class / regex selector: the attributes above decided
-    text, desc = own_texts(node)
-    joined = subtree_text(node) if subtree else ""
+    texts = texts or LabelTexts()
+    text, desc = texts.own(node)
+    joined = texts.subtree(node) if subtree else ""
     return all(label in text or label in desc or (subtree and label in joined) for label in labels)
