@@ -27,7 +27,7 @@ def load_benchmark():  # type: ignore[no-untyped-def]
 @pytest.mark.timeout(420)
 def test_two_hundred_episodes_under_faults(tmp_path: Path) -> None:
     bench = load_benchmark()
-    f = bench.run_fault_suite(episodes=200, phones=4, seed=7, steps=0, fault_period_s=1.0, workdir=tmp_path)
+    f = bench.run_fault_suite(episodes=200, phones=4, seed=7, steps=0, fault_period_s=0.4, workdir=tmp_path)
     assert f["planned"] >= 200
     assert f["runner_sigkilled"], "the runner finished before it could be killed"
     assert 0 < f["stored_when_killed"] < f["planned"]

@@ -131,3 +131,26 @@ def test_a_forgotten_version_is_asked_once_again(phone_serial: str, counter: Any
         assert counter.count("host:version") - before == 1, counter.requests
     finally:
         device.close()
+
+
+def test_the_stream_sends_without_waiting_for_acks(phone_serial: str) -> None:
+    """http.client writes a request's headers and body in two sends; with Nagle's algorithm the
+    body waits for the adb server's delayed ACK of the headers (40 ms on every call). The kernel's
+    own socket option says whether it can."""
+    import socket
+
+    from devices.phone import _TimedConnection
+
+    device = PhoneDevice(phone_serial, virtual=True)
+    try:
+        device.connect()
+        u2_device = device._u2
+        assert u2_device is not None
+        conn = _TimedConnection(u2_device.adb_device, u2_device._device_server_port, 10.0)
+        conn.connect()
+        try:
+            assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        finally:
+            conn.close()
+    finally:
+        device.close()
