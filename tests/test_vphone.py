@@ -457,3 +457,47 @@ def test_invalid_fault_patch_is_a_config_error(phone: VirtualPhone) -> None:
     with pytest.raises(ConfigError, match="invalid faults"):
         phone.set_faults(no_such_fault=True, anr=True)
     assert phone.faults == before  # nothing of a refused patch is applied
+
+
+class _DrawnJpegScreen(StaticAppScreen):
+    """A static screen that also hands out the JPEG its renderer drew (as the clone screens do)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        buf = io.BytesIO()
+        self.screenshot().save(buf, format="JPEG", quality=80)
+        self.drawn = buf.getvalue()
+
+    def screenshot_jpeg(self, quality: int) -> bytes | None:
+        return self.drawn if quality == 80 else None
+
+
+def test_a_screenshot_is_the_renderers_jpeg_only_when_nothing_is_drawn_over_it() -> None:
+    faults = Faults()
+    spec = VirtualPhoneSpec()
+    ident = spec.identity
+    ui = PhoneUI(spec, faults, EventLog(), lambda pkg: _DrawnJpegScreen(pkg, ident.width, ident.height, "1"))
+    assert ui.start_app("com.chinamworld.main")
+    drawn = ui.source().screenshot_jpeg(80)  # type: ignore[attr-defined]
+    assert ui.jpeg(80) == drawn
+    assert ui.jpeg(60) != drawn  # another quality: encoded here
+    half = Image.open(io.BytesIO(ui.jpeg(80, scale=0.5)))
+    assert half.size == (ident.width // 2, ident.height // 2)
+    overlays = {
+        "anr": lambda on: setattr(faults, "anr", on),
+        "logged out": lambda on: setattr(faults, "logged_out", ["com.chinamworld.main"] if on else []),
+        "black": lambda on: setattr(faults, "black_screenshots", on),
+        "locked": lambda on: setattr(faults, "locked", on),
+        "screen off": lambda on: setattr(ui, "screen_on", not on),
+    }
+    for name, switch in overlays.items():
+        switch(True)
+        try:
+            shot = ui.jpeg(80)
+            assert shot != drawn, name
+            expected = io.BytesIO()
+            ui.screenshot().save(expected, format="JPEG", quality=80)
+            assert shot == expected.getvalue(), name
+        finally:
+            switch(False)
+    assert ui.jpeg(80) == drawn

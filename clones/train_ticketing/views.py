@@ -264,6 +264,8 @@ def transfer_plans(state: dict[str, Any], sort: str = "total") -> list[TransferP
     world = state["world"]
     fc, tc = city_of(s["from"]), city_of(s["to"])
     plans: list[TransferPlan] = []
+    # Onward trains depend only on the hub's city: found once per city, not once per arriving train.
+    onward: dict[str, list[Leg]] = {}
     for train in world["trains"]:
         stops = train["stops"]
         fi = next(
@@ -276,7 +278,10 @@ def transfer_plans(state: dict[str, Any], sort: str = "total") -> list[TransferP
         for hi in range(fi + 1, len(stops)):
             hub = stops[hi]["station"]
             first = Leg(train, s["date"], fi, hi)
-            for second in legs_between(world, hub, s["to"], s["date"]):
+            hub_city = city_of(hub)
+            if hub_city not in onward:
+                onward[hub_city] = legs_between(world, hub, s["to"], s["date"])
+            for second in onward[hub_city]:
                 if city_of(second.from_station) != city_of(hub) or second.no == train["no"]:
                     continue
                 wait = second.dep_min - first.arr_min

@@ -30,6 +30,7 @@ from devices.virtual.screen import ScreenSource
 from devices.virtual.uitree import window_elements
 from realbench.errors import DeviceError
 from realbench.http_guard import auth_headers, client_token
+from realbench.observation import ImageFormat
 
 if TYPE_CHECKING:
     from devices.clone_browser import BrowserPool
@@ -263,9 +264,25 @@ class CloneAppScreen:
     # --- screen ---
 
     def screenshot(self) -> Image.Image:
-        img = Image.open(io.BytesIO(self._device().screenshot().data))
+        return self._frame(self._device().screenshot().data)
+
+    def _frame(self, data: bytes) -> Image.Image:
+        img = Image.open(io.BytesIO(data))
         img.load()
         return img if img.size == (self.width, self.height) else img.resize((self.width, self.height))
+
+    def screenshot_jpeg(self, quality: int) -> bytes | None:
+        """The browser's JPEG as it is when it is encoded at this quality (and the phone's size;
+        else resized and encoded again); None when the browser encodes otherwise."""
+        device = self._device()
+        if device.image_format is not ImageFormat.JPEG or device.jpeg_quality != quality:
+            return None
+        shot = device.screenshot()
+        if (shot.width, shot.height) == (self.width, self.height):
+            return shot.data
+        buf = io.BytesIO()
+        self._frame(shot.data).save(buf, format="JPEG", quality=quality)
+        return buf.getvalue()
 
     def hierarchy(self) -> list[ET.Element]:
         xml = self._device().hierarchy()
