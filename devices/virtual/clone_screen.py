@@ -85,10 +85,13 @@ class CloneBackend:
     def __init__(self) -> None:
         import clones.registry  # noqa: F401
         from clones.server import CloneServer
-        from devices.clone_browser import BrowserPool
+        from devices.clone_browser import BrowserPool, Isolation
 
         self.server = CloneServer().start()
-        self.pool: BrowserPool = BrowserPool().start()
+        # A renderer of its own per phone, as each phone runs its own app: with phones sharing
+        # renderers, every touch of a swipe on one phone's long list waited behind another phone's
+        # page (1–2 s per touch event, a 19-event swipe 13–15 s, seen in every 4-phone run).
+        self.pool: BrowserPool = BrowserPool(isolation=Isolation.CONTEXT).start()
         self.http = httpx.Client(base_url=self.server.url, timeout=30)
 
     @classmethod
