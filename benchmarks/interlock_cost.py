@@ -35,6 +35,7 @@ from devices.farm.interlock import Interlock  # noqa: E402
 from devices.farm.interlock_policy import InterlockPolicy  # noqa: E402
 from devices.pack_run import clone_targets  # noqa: E402
 from realbench.actions import Click  # noqa: E402
+from realbench.boundary import to_pixels  # noqa: E402
 from realbench.episode import run_episode  # noqa: E402
 from realbench.golden import GoldenAgent  # noqa: E402
 from realbench.hierarchy import Hierarchy  # noqa: E402
@@ -62,10 +63,8 @@ def _controls(interlock: Interlock, xml: str, screen: tuple[int, int]) -> None:
 
 
 def _check_centre_tap(interlock: Interlock, xml: str, screen: tuple[int, int]) -> None:
-    def to_pixels(x: float, y: float) -> tuple[int, int]:
-        return round(x * (screen[0] - 1) / 1000), round(y * (screen[1] - 1) / 1000)
-
-    interlock.check(Click(x=500, y=500), Hierarchy(xml), to_pixels, screen)
+    pixels = partial(to_pixels, width=screen[0], height=screen[1])
+    interlock.check(Click(x=500, y=500), Hierarchy(xml), pixels, screen)
 
 
 def timed(fn: Any, repeats: int) -> float:

@@ -282,7 +282,7 @@ def transfer_plans(state: dict[str, Any], sort: str = "total") -> list[TransferP
             if hub_city not in onward:
                 onward[hub_city] = legs_between(world, hub, s["to"], s["date"])
             for second in onward[hub_city]:
-                if city_of(second.from_station) != city_of(hub) or second.no == train["no"]:
+                if city_of(second.from_station) != hub_city or second.no == train["no"]:
                     continue
                 wait = second.dep_min - first.arr_min
                 if 20 <= wait <= 240:
