@@ -6,7 +6,6 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-APT_PACKAGES := chromium fonts-noto-cjk adb
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_OUT ?= out/demo
 # pytest workers for `make test`: the suite mostly waits on Chromium, adb and servers, so two workers
@@ -20,6 +19,7 @@ setup: system venv
 system:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromium-headless-shell >/dev/null || missing="$$missing chromium-headless-shell"; \
 	command -v adb >/dev/null || missing="$$missing adb"; \
 	[ -e /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing="$$missing fonts-noto-cjk"; \
 	if [ -n "$$missing" ]; then \

@@ -29,7 +29,24 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_CHROMIUM = os.environ.get("REALBENCH_CHROMIUM", "/usr/bin/chromium")
+HEADLESS_SHELL = Path("/usr/bin/chromium-headless-shell")
+FULL_CHROMIUM = Path("/usr/bin/chromium")
+
+
+def default_chromium() -> str:
+    """REALBENCH_CHROMIUM, else Debian's headless shell, else Debian's full Chromium.
+
+    The headless shell is the same Blink without the browser's UI layer: on two cores it brought 100
+    environments up in 23 s against 40 s with the full browser (its process spent 7 CPU-s instead of
+    20), with ~2 MiB less per environment (docs/benchmarks.md).
+    """
+    chosen = os.environ.get("REALBENCH_CHROMIUM")
+    if chosen:
+        return chosen
+    return str(HEADLESS_SHELL if HEADLESS_SHELL.exists() else FULL_CHROMIUM)
+
+
+DEFAULT_CHROMIUM = default_chromium()
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -156,7 +173,7 @@ class BrowserPool:
             if not self.executable.exists():
                 raise BrowserMissingError(
                     f"Chromium is not installed at {self.executable}",
-                    hint="install it with `apt-get install chromium` (or run `make setup`), or set REALBENCH_CHROMIUM",
+                    hint="install it with `apt-get install chromium-headless-shell` (or run `make setup`), or set REALBENCH_CHROMIUM",
                 )
             if self._browser is not None:
                 log.warning("relaunching the clone browser (%s)", self._lost)
