@@ -92,6 +92,10 @@ def _branch(state: State) -> State:
     return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
 
 
+def _world_text(state: State) -> str:
+    return json.dumps(state.get("world"), sort_keys=True, default=str)
+
+
 def _fingerprint(state: State) -> str:
     body = json.dumps({k: v for k, v in state.items() if k != "world"}, sort_keys=True, default=str)
     return hashlib.blake2b(body.encode(), digest_size=12).hexdigest()
@@ -102,6 +106,9 @@ def crawl(clone: Clone, *, max_states: int = 2500, per_route: int = 40, max_erro
     seeds: list[State] = list(seeds_fn()) if callable(seeds_fn) else []
     if not seeds:
         seeds = [clone.build_state(CloneSetup(), {})]
+    # Every explored state shares its seed's world, as sessions and snapshots do on the server; a
+    # handler that changes it would leak into every other session built from the same seed.
+    worlds_before = [_world_text(s) for s in seeds]
     seen: set[str] = set()
     per_route_count: dict[str, int] = {}
     frontier: deque[State] = deque()
@@ -150,6 +157,9 @@ def crawl(clone: Clone, *, max_states: int = 2500, per_route: int = 40, max_erro
             seen.add(fp)
             per_route_count[new_route] = per_route_count.get(new_route, 0) + 1
             frontier.append(nxt)
+    for i, (seed, before) in enumerate(zip(seeds, worlds_before, strict=True)):
+        if _world_text(seed) != before:
+            errors.append(f"a handler changed the world of start state {i}, which is read-only")
     declared = set(clone.routes())
     return CloneStats(
         clone=clone.name,

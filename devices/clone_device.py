@@ -16,7 +16,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from clones.base import Clone
-from devices.clone_browser import CALL_TIMEOUT_S, BrowserPool, Emulation, device_error, playwright_error_types
+from devices.clone_browser import (
+    CALL_TIMEOUT_S,
+    BrowserPool,
+    Emulation,
+    device_error,
+    goto_page,
+    playwright_error_types,
+)
 from realbench.actions import (
     Action,
     Answer,
@@ -188,26 +195,29 @@ class CloneDevice:
         log.warning("page of %s crashed", self._serial)
 
     async def _open(self, session: str) -> None:
+        url = f"{self.server_url}/s/{session}"
         if self._page is None:
             self._cdp = None
-            self._context, self._page, self._owns_context = await self.pool.new_page(self.emulation)
+            opened = await self.pool.open_page(self.emulation, url, tuple(sorted(self._headers.items())))
+            self._context, self._page, self._owns_context = opened.context, opened.page, opened.owns_context
             self._generation = self.pool.generation
             self._page.on("crash", self._on_crash)
-            if self._headers:
-                await self._page.set_extra_http_headers(self._headers)
-        page = self._require_page()
-        if session != self._session:
-            resp = await page.goto(f"{self.server_url}/s/{session}", wait_until="domcontentloaded")
-            if resp is None or resp.status != 200:
-                status = resp.status if resp is not None else "no response"
-                raise DeviceError(f"{self._serial}: the clone page for session {session} answered {status}")
-            # The runtime is inline at the end of the body, so it has run by DOMContentLoaded; one
-            # evaluation checks it (wait_for_function would first inject Playwright's own helper
-            # script into every page, a measurable part of bringing an environment up).
-            if not await page.evaluate("() => !!window.__rb"):
-                raise DeviceError(f"{self._serial}: the clone page for session {session} has no runtime")
-            self._session = session
-            self._touch_ends = 0
+            status = opened.status
+        elif session != self._session:
+            status = await goto_page(self._require_page(), url)
+        else:
+            return
+        if status != 200:
+            raise DeviceError(
+                f"{self._serial}: the clone page for session {session} answered {status or 'nothing'}"
+            )
+        # The runtime is inline at the end of the body, so it has run by DOMContentLoaded; one
+        # evaluation checks it (wait_for_function would first inject Playwright's own helper
+        # script into every page, a measurable part of bringing an environment up).
+        if not await self._require_page().evaluate("() => !!window.__rb"):
+            raise DeviceError(f"{self._serial}: the clone page for session {session} has no runtime")
+        self._session = session
+        self._touch_ends = 0
 
     async def _session_cdp(self) -> Any:
         """The page's CDP session, attached on first use: an environment that is brought up but not

@@ -4,13 +4,21 @@ others' connections to the server working."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
+from pathlib import Path
 
 import pytest
 
-from devices.clone_browser import BrowserPool
+from clones.base import get_clone
+from devices.clone_browser import BrowserPool, Emulation, Isolation, descendant_pids
+from devices.clone_device import CloneDevice
 from devices.clone_target import CloneTarget
+from realbench.errors import DeviceError
 from realbench.taskpack import TaskPack
 
 
@@ -35,3 +43,83 @@ def test_environments_set_up_at_once_share_the_bounded_contexts(clone_server, to
         finally:
             for target in targets[1:]:
                 target.teardown()
+
+
+def _renderer_pids() -> set[int]:
+    out = set()
+    for pid in descendant_pids(os.getpid()):
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.add(pid)
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.browser
+def test_pages_of_shared_contexts_never_start_a_renderer_of_their_own(clone_server, toy_pack: TaskPack):
+    """A page that started at about:blank got a renderer process of its own until its navigation
+    left it (a process start per environment, most of a blank page's cost). Every renderer process
+    Chromium starts while 16 environments come up is watched from /proc."""
+    instance = toy_pack.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    with BrowserPool(renderers=1) as pool:
+        seen: set[int] = set()
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                seen.update(_renderer_pids())
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        targets = [CloneTarget(toy_pack, clone_server.url, browser=pool, scale=1.0) for _ in range(16)]
+        try:
+            with ThreadPoolExecutor(4) as ex:
+                list(ex.map(lambda t: t.setup(instance), targets))
+        finally:
+            stop.set()
+            watcher.join()
+            for target in targets:
+                target.teardown()
+        # the site's renderer, the context's probe page and Chromium's own spare ones: 5 here
+        assert len(seen) <= 8, f"{len(seen)} renderer processes for 16 pages"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("isolation", list(Isolation))
+def test_pages_at_one_url_at_once_are_each_their_own(clone_server, toy_pack: TaskPack, isolation):
+    instance = toy_pack.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    with BrowserPool(renderers=1, isolation=isolation) as pool:
+        target = CloneTarget(toy_pack, clone_server.url, browser=pool, scale=1.0)
+        try:
+            target.setup(instance)
+            url = f"{clone_server.url}/s/{target.session}"
+
+            async def open_three() -> list:
+                return list(
+                    await asyncio.gather(*(pool.open_page(Emulation(scale=1.0), url) for _ in range(3)))
+                )
+
+            opened = pool.call(open_three())
+            assert len({id(o.page) for o in opened}) == 3
+            assert all(o.status == 200 and o.page.url == url for o in opened)
+            assert all(pool.call(o.page.evaluate("() => !!window.__rb")) for o in opened)
+            for o in opened:
+                pool.call(o.context.close() if o.owns_context else o.page.close())
+        finally:
+            target.teardown()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("isolation", list(Isolation))
+def test_a_page_for_an_unknown_session_names_the_servers_answer(clone_server, toy_pack: TaskPack, isolation):
+    with BrowserPool(isolation=isolation) as pool:
+        device = CloneDevice(
+            pool, clone_server.url, get_clone(toy_pack.clone), emulation=Emulation(scale=1.0)
+        )
+        try:
+            with pytest.raises(DeviceError, match="answered 404"):
+                device.open("0000000000000000")
+        finally:
+            device.close()

@@ -26,3 +26,18 @@ def test_every_pack_conforms(path):
 @pytest.mark.parametrize("name", clone_names())
 def test_every_clone_conforms(name):
     assert check_clone(get_clone(name)) == []
+
+
+def test_a_handler_that_changes_the_shared_world_is_a_finding():
+    """Sessions built from one seed share the world's generated data; a handler that writes into it
+    would leak into all of them, so the conformance crawl reports it."""
+    from clones.toy.app import ToyShop
+
+    class WorldWriter(ToyShop):
+        def _fav(self, state, event):
+            super()._fav(state, event)
+            state["world"]["items"][0]["stock"] += 1  # the defect under test
+
+    assert check_clone(ToyShop()) == []
+    problems = check_clone(WorldWriter())
+    assert any("changed the world" in p for p in problems), problems

@@ -281,3 +281,18 @@ def test_an_overdue_unpaid_order_lapses_and_frees_its_seats():
     with pytest.raises(CloneError):
         CLONE.handle(state, UIEvent("pay_order", unpaid["id"]))
     assert CLONE.invariants(state) == []
+
+
+def test_sessions_share_the_generated_world_but_not_what_a_setup_patches():
+    from realbench.taskpack import CloneSetup
+
+    patched = CLONE.build_state(
+        CloneSetup(seed=7, data={"sms_code": "135790"}, patch={"world": {"inventory_overrides": {"G1": 0}}}),
+        {},
+    )
+    plain = CLONE.build_state(CloneSetup(seed=7), {})
+    assert plain["world"]["trains"] is patched["world"]["trains"]  # generated once for the seed
+    assert patched["world"]["sms_code"] == "135790" and "sms_code" not in plain["world"]
+    assert patched["world"]["inventory_overrides"] == {"G1": 0}
+    assert plain["world"]["inventory_overrides"] == {}
+    assert plain["world"] == {**build_world(7), "inventory_overrides": {}}

@@ -26,7 +26,7 @@ from clones.train_ticketing.booking_handlers import BookingHandlers
 from clones.train_ticketing.login import LOGIN_PASSWORD, LoginHandlers, needs_login, open_login
 from clones.train_ticketing.order_handlers import OrderHandlers
 from clones.train_ticketing.search_handlers import SearchHandlers
-from clones.train_ticketing.timetable import available, build_world
+from clones.train_ticketing.timetable import available, shared_world
 from clones.train_ticketing.ui import (
     DRIFT_RELABELS,
     ELSEWHERE,
@@ -112,7 +112,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
     def build_state(self, setup: CloneSetup, params: dict[str, Any]) -> State:
         data = setup.data
         inventory_seed = data.get("data_seed")
-        world = build_world(setup.seed, None if inventory_seed is None else int(inventory_seed))
+        world = shared_world(setup.seed, None if inventory_seed is None else int(inventory_seed))
         clock = setup.clock
         state = new_state(world, accounts.default_user(clock), self.home_route, clock)
         state["ui"].update(ui_extras(clock.date()))

@@ -305,6 +305,19 @@ def build_world(seed: int, inventory_seed: int | None = None, presale_days: int 
     }
 
 
+@lru_cache(maxsize=8)
+def _generated_world(seed: int, inventory_seed: int | None, presale_days: int) -> dict[str, Any]:
+    return build_world(seed, inventory_seed, presale_days)
+
+
+def shared_world(seed: int, inventory_seed: int | None = None, presale_days: int = 15) -> dict[str, Any]:
+    """`build_world`, generated once per process and seed. Sessions share its stations and trains,
+    read-only by contract as snapshots and working copies already share them (building them took
+    about half of a session's creation); the top level and the inventory overrides are each
+    session's own, because a task's setup may patch them."""
+    return {**_generated_world(seed, inventory_seed, presale_days), "inventory_overrides": {}}
+
+
 def city_of(name: str) -> str:
     st = BY_NAME.get(name)
     return st.city if st else name
