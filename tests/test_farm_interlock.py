@@ -336,6 +336,27 @@ def test_allowed_actions_reach_the_phone(rig: Rig) -> None:
     assert not screen.commits
 
 
+def test_each_dump_is_searched_for_stop_controls_once(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard decides on its first dump and compares it with what the agent saw: one search of
+    that screen serves both (the search is most of the guard's own CPU per step)."""
+    import devices.farm.interlock as interlock_module
+
+    searched: list[int] = []
+    real = interlock_module.stop_controls
+
+    def counting(hierarchy: Hierarchy, *args: Any, **kwargs: Any) -> Any:
+        searched.append(id(hierarchy))
+        return real(hierarchy, *args, **kwargs)
+
+    monkeypatch.setattr(interlock_module, "stop_controls", counting)
+    rig.screen()
+    searched.clear()
+    dumps = rig.guard.dumps
+    passes(rig, Click(x=center(CANCEL)[0], y=center(CANCEL)[1]))
+    assert rig.guard.dumps - dumps >= 2
+    assert len(searched) == rig.guard.dumps - dumps
+
+
 def test_no_input_ever_landed_on_a_stop_control(rig: Rig) -> None:
     stops = {"确认付款", "锁图标", "确定", "提交订单", "滑动确认支付", "快捷支付", "立即支付"}
     for event in rig.vphone.events.events():

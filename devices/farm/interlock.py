@@ -264,6 +264,25 @@ def _is_touch(action: Action) -> bool:
     return isinstance(action, Click | DoubleClick | LongPress)
 
 
+@dataclass
+class _FoundControls:
+    hierarchy: Hierarchy
+    screen: tuple[int, int] | None
+    boundary: list[Selector]
+    forbidden: list[Selector]
+    margin_px: int
+    controls: list[StopControl]
+
+    def same_question(self, other: _FoundControls) -> bool:
+        return (
+            self.hierarchy is other.hierarchy  # identity: the same parse, so the same nodes
+            and self.screen == other.screen
+            and self.margin_px == other.margin_px
+            and self.boundary == other.boundary
+            and self.forbidden == other.forbidden
+        )
+
+
 class Interlock:
     """The decision: would this action, on this hierarchy, activate a stop control?"""
 
@@ -280,11 +299,23 @@ class Interlock:
         self.margin_px = margin_px
         self.policy = policy or InterlockPolicy()
         self.app_aliases: dict[str, str] = {}
+        self._last: _FoundControls | None = None
 
     def controls(self, hierarchy: Hierarchy, screen: tuple[int, int] | None = None) -> list[StopControl]:
-        return stop_controls(
+        """The stop controls of a parsed screen. The guard asks twice about its first dump (to
+        decide, and to compare with what the agent saw); the last answer is kept for that parsed
+        hierarchy object and these selectors, and found afresh for any other."""
+        asked = _FoundControls(
+            hierarchy, screen, list(self.boundary), list(self.forbidden), self.margin_px, []
+        )
+        last = self._last
+        if last is not None and last.same_question(asked):
+            return list(last.controls)
+        asked.controls = stop_controls(
             hierarchy, self.boundary, self.forbidden, screen=screen, margin_px=self.margin_px
         )
+        self._last = asked
+        return list(asked.controls)
 
     def check(
         self,
@@ -618,7 +649,9 @@ class InterlockedDevice:
                 self._refuse(action, block, xml)
             if xml == previous:
                 return
-            changed_under_agent = previous is None and seen is not None and self._keys(hierarchy) != seen
+            changed_under_agent = (
+                previous is None and seen is not None and self._keys(hierarchy, screen) != seen
+            )
             if settle and attempt + 1 < MAX_DUMPS and (previous is not None or changed_under_agent):
                 time.sleep(self.settle_s)  # the screen is moving: let it settle before the re-read
             previous = xml
@@ -653,8 +686,10 @@ class InterlockedDevice:
             screenshot=self._screenshot_or_none(),
         )
 
-    def _keys(self, hierarchy: Hierarchy) -> set[tuple[str, tuple[str, ...]]]:
-        return {c.key() for c in self.interlock.controls(hierarchy)}
+    def _keys(
+        self, hierarchy: Hierarchy, screen: tuple[int, int] | None = None
+    ) -> set[tuple[str, tuple[str, ...]]]:
+        return {c.key() for c in self.interlock.controls(hierarchy, screen)}
 
     def _control_keys(self, xml: str | None) -> set[tuple[str, tuple[str, ...]]] | None:
         if not xml:
