@@ -421,13 +421,17 @@ class _Shard:
             page.on("framenavigated", on_navigated)
 
     def _hand_over(self, page: Any) -> bool:
-        queue = self.waiting.get(page.url)
-        while queue:
+        url = page.url
+        queue = self.waiting.get(url)
+        handed = False
+        while queue and not handed:
             waiter = queue.popleft()
             if not waiter.done():
                 waiter.set_result(page)
-                return True
-        return False
+                handed = True
+        if queue is not None and not queue:
+            del self.waiting[url]  # one key per environment's URL would otherwise stay for good
+        return handed
 
     def forget(self, url: str, waiter: asyncio.Future[Any]) -> None:
         queue = self.waiting.get(url)
