@@ -258,10 +258,15 @@ class BrowserPool:
     async def _new_context(self, emulation: Emulation, headers: Headers = ()) -> Any:
         if self._lost is not None or self._browser is None:
             raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
+        # Pages live at one pixel per CSS px; a capture renders them at the emulation's scale (a
+        # scaled clip). Chromium drops a page back to scale 1 after such a capture anyway, so pages
+        # born at the emulation's scale changed scale once, and a screen first drawn before that
+        # change came out a pixel row apart from the same screen drawn after it (environments
+        # restored into one snapshot disagreed). Idle pages at scale 1 also keep memory low.
         return await self._browser.new_context(
             viewport={"width": emulation.width, "height": emulation.height},
             screen={"width": emulation.width, "height": emulation.height},
-            device_scale_factor=emulation.scale,
+            device_scale_factor=1,
             is_mobile=True,
             has_touch=True,
             locale="zh-CN",

@@ -277,11 +277,8 @@ class EnvCore:
         return self.host.start_state(self.clone, task, task.instantiate(0, task.clone.setup.clock.date()))
 
     def _ensure_page(self) -> None:
-        """A live page showing a session of this clone (new ones after a crash or on first use).
-
-        Every page starts the same way: the first task's start screen, captured once. Observed: a
-        page whose first capture shows another screen can render later screens a pixel differently,
-        which would break identical observations across restored branches."""
+        """A live page showing a session of this clone (new ones after a crash or on first use),
+        opened at the first task's start screen and not captured until an episode needs it."""
         if self._device is not None and not self.stale and self._session is not None:
             return
         if self._device is not None:
@@ -303,7 +300,6 @@ class EnvCore:
         try:
             with self.host.opening_page():
                 device.open(self._session.id)
-            self._last = self._observe_with(device)
         except DeviceError as exc:
             self.host.device_failed(generation, exc)
             device.close()
