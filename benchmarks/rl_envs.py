@@ -4,7 +4,9 @@ For each environment count N it builds a `CloneVectorEnv` of N live environments
 processes (one Chromium each) at the model's resolution, then measures:
 
 - ``bringup_s``: from nothing to N environments showing their first screen (worker processes,
-  browsers, clone sessions, pages and one capture each);
+  browsers, clone sessions, pages loaded with the clone's runtime ready; nothing captured yet);
+- ``first_observation_s``: from nothing to the first batched reset's observations of all N (the
+  bring-up plus every environment's first capture);
 - ``reset_p50_ms`` / ``reset_p95_ms``: single-environment reset latency (restore the task's start
   state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
@@ -72,6 +74,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     bringup = time.perf_counter() - t0
     try:
         venv.reset(seed=args.seed)
+        first_observation = time.perf_counter() - t0
         resets = []
         for i in range(args.resets):
             key = venv.keys[int(rng.integers(n))]
@@ -105,6 +108,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "pack": pack,
         "task": task,
         "bringup_s": round(bringup, 2),
+        "first_observation_s": round(first_observation, 2),
         "reset_p50_ms": round(float(np.percentile(ms, 50)), 1),
         "reset_p95_ms": round(float(np.percentile(ms, 95)), 1),
         "steps_per_s": round(steps / elapsed, 1),
