@@ -280,7 +280,7 @@ class BrowserPool:
 
         Pages start at about:blank and then navigate. Created by Chromium at their URL instead
         (`Target.createTarget`), shared-context pages skipped the blank page's renderer process
-        (about a third of a 100-environment bring-up), but their widget then existed before the
+        (a fifth to a quarter of a 100-environment bring-up), but their widget then existed before the
         context's emulation reached it, and such pages alternated from capture to capture between
         two rasterisations of some text, a pixel apart: equal states gave unequal observations."""
         if self.isolation is Isolation.CONTEXT:
