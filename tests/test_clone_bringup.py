@@ -114,3 +114,32 @@ def test_pages_showing_one_screen_give_the_same_pixels_capture_after_capture(
         finally:
             for target in targets:
                 target.teardown()
+
+
+@pytest.mark.browser
+def test_opening_a_page_makes_no_other_page_recompute_its_style(clone_server, toy_pack: TaskPack):
+    """Every page Playwright opened used to carry media-feature overrides (light colour scheme,
+    no reduced motion, ...), and Chromium applies such an override to every page of the renderer:
+    each new page restyled and repainted all the others, so bringing N environments up cost N².
+    Chromium's own counter in the first page says whether the pages opened after it touched it."""
+    instance = toy_pack.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+
+    async def style_recalcs(cdp) -> float:
+        metrics = (await cdp.send("Performance.getMetrics"))["metrics"]
+        return next(m["value"] for m in metrics if m["name"] == "RecalcStyleCount")
+
+    with BrowserPool(renderers=1) as pool:
+        targets = [CloneTarget(toy_pack, clone_server.url, browser=pool, scale=1.0) for _ in range(9)]
+        try:
+            targets[0].setup(instance)
+            page = targets[0].device._page
+            cdp = pool.call(page.context.new_cdp_session(page))
+            pool.call(cdp.send("Performance.enable"))
+            before = pool.call(style_recalcs(cdp))
+            for target in targets[1:]:
+                target.setup(instance)
+            after = pool.call(style_recalcs(cdp))
+            assert after - before <= 2, f"the first page recomputed its style {after - before:.0f} times"
+        finally:
+            for target in targets:
+                target.teardown()
