@@ -13,10 +13,11 @@ import itertools
 import logging
 import os
 import threading
+from collections import deque
 from collections.abc import Coroutine, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -143,7 +144,8 @@ class BrowserPool:
         self.renderers = max(1, renderers or min(4, os.cpu_count() or 1))
         shared_args = ("--process-per-site",) if self.isolation is Isolation.SHARED else ()
         self.args = (*CHROMIUM_ARGS, *shared_args, *extra_args)
-        self._contexts: dict[tuple[Emulation, Headers], list[Any]] = {}
+        self._contexts: dict[tuple[Emulation, Headers], list[_Shard]] = {}
+        self._cdp: asyncio.Future[Any] | None = None  # the browser-level CDP session
         # Held while a shared context is being created: without it, environments set up at once
         # all saw too few contexts and each made its own (8 renderers instead of `renderers`).
         self._context_lock: asyncio.Lock | None = None
@@ -284,30 +286,87 @@ class BrowserPool:
 
     async def open_page(self, emulation: Emulation, url: str, headers: Headers = ()) -> OpenedPage:
         """A page emulating a touch phone, loaded from `url` up to DOMContentLoaded; `headers` go
-        with every request of its context (the page's load, its event posts and socket).
-
-        Pages start at about:blank and then navigate. Created by Chromium at their URL instead
-        (`Target.createTarget`), shared-context pages skipped the blank page's renderer process
-        (a fifth to a quarter of a 100-environment bring-up), but their widget then existed before the
-        context's emulation reached it, and such pages alternated from capture to capture between
-        two rasterisations of some text, a pixel apart: equal states gave unequal observations."""
+        with every request of its context (the page's load, its event posts and socket)."""
         if self.isolation is Isolation.CONTEXT:
-            context, owned = await self._new_context(emulation, headers), True
-        else:
-            context, owned = await self._shared_context(emulation, headers), False
-        page = await context.new_page()
-        return OpenedPage(context, page, owned, await goto_page(page, url))
+            context = await self._new_context(emulation, headers)
+            page = await context.new_page()
+            return OpenedPage(context, page, True, await goto_page(page, url))
+        shard = await self._shard(emulation, headers)
+        page = await self._open_in(shard, url)
+        await page.wait_for_load_state("domcontentloaded")
+        status = await page.evaluate(
+            "() => (performance.getEntriesByType('navigation')[0] || {}).responseStatus || 0"
+        )
+        return OpenedPage(shard.context, page, False, int(status))
 
-    async def _shared_context(self, emulation: Emulation, headers: Headers) -> Any:
+    async def _shard(self, emulation: Emulation, headers: Headers) -> _Shard:
         lock = self._context_lock
         if lock is None:
             raise DeviceLost("the clone browser is not running", hint="start the BrowserPool first")
         async with lock:
-            contexts = self._contexts.setdefault((emulation, headers), [])
-            if len(contexts) < self.renderers:
-                contexts.append(await self._new_context(emulation, headers))
-                return contexts[-1]
-            return contexts[next(self._next_context) % len(contexts)]
+            shards = self._contexts.setdefault((emulation, headers), [])
+            if len(shards) < self.renderers:
+                context = await self._new_context(emulation, headers)
+                shard = _Shard(context, await self._context_id(context))
+                context.on("page", lambda page: shard.claim(page))
+                shards.append(shard)
+                return shard
+            return shards[next(self._next_context) % len(shards)]
+
+    async def _context_id(self, context: Any) -> str:
+        """Chromium's id of a context, read from a first blank page's target (then closed)."""
+        probe = await context.new_page()
+        try:
+            cdp = await context.new_cdp_session(probe)
+            info = await cdp.send("Target.getTargetInfo")
+            await cdp.detach()
+        finally:
+            await probe.close()
+        return str(info["targetInfo"]["browserContextId"])
+
+    async def _open_in(self, shard: _Shard, url: str) -> Any:
+        """Open a page at `url` in a shared context. Chromium creates the target at the URL itself,
+        so the page starts in its site's renderer: a Playwright `new_page` starts at about:blank,
+        which costs a renderer process of its own per page before the navigation leaves it.
+
+        Such a page exists before the context's emulation reaches it. That was harmless only once
+        pages lived at one pixel per CSS px (`_new_context`): while pages were born at the
+        emulated scale, these alternated from capture to capture between two rasterisations of
+        some text (tests/test_clone_bringup.py and the RL snapshot tests hold both properties)."""
+        assert self._loop is not None
+        waiter: asyncio.Future[Any] = self._loop.create_future()
+        shard.waiting.setdefault(url, deque()).append(waiter)
+        target_id = None
+        try:
+            created = await (await self._browser_cdp()).send(
+                "Target.createTarget", {"url": url, "browserContextId": shard.context_id}
+            )
+            target_id = created["targetId"]
+            return await asyncio.wait_for(waiter, CALL_TIMEOUT_S)
+        except BaseException:
+            shard.forget(url, waiter)
+            if target_id is not None:  # a page that shows up after this gave up would be nobody's
+                with suppress(Exception):
+                    await (await self._browser_cdp()).send("Target.closeTarget", {"targetId": target_id})
+            raise
+
+    async def _browser_cdp(self) -> Any:
+        if self._cdp is None:
+            if self._browser is None:
+                raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
+            # a future, so that pages opened at once share one browser session
+            self._cdp = asyncio.ensure_future(self._browser.new_browser_cdp_session())
+        try:
+            return await asyncio.shield(self._cdp)
+        except BaseException:
+            if (
+                self._cdp is not None
+                and self._cdp.done()
+                and not self._cdp.cancelled()
+                and self._cdp.exception()
+            ):
+                self._cdp = None
+            raise
 
     def close(self) -> None:
         with self._lock:
@@ -324,6 +383,7 @@ class BrowserPool:
         browser, pw = self._browser, self._pw
         self._browser = self._pw = None
         self._contexts.clear()
+        self._cdp = None
         self._lost = "closed"
         try:
             if browser is not None:
@@ -358,6 +418,45 @@ class OpenedPage:
     page: Any
     owns_context: bool
     status: int
+
+
+@dataclass
+class _Shard:
+    """A shared context, its Chromium id, and the pages it is waiting for (by URL, in order: two
+    pages opened at the same URL are interchangeable)."""
+
+    context: Any
+    context_id: str
+    waiting: dict[str, deque[asyncio.Future[Any]]] = field(default_factory=dict)
+
+    def claim(self, page: Any) -> None:
+        if not self._hand_over(page):
+            # opened before its first navigation committed: claim it once it has
+            def on_navigated(frame: Any) -> None:
+                if frame is page.main_frame and self._hand_over(page):
+                    page.remove_listener("framenavigated", on_navigated)
+
+            page.on("framenavigated", on_navigated)
+
+    def _hand_over(self, page: Any) -> bool:
+        url = page.url
+        queue = self.waiting.get(url)
+        handed = False
+        while queue and not handed:
+            waiter = queue.popleft()
+            if not waiter.done():
+                waiter.set_result(page)
+                handed = True
+        if queue is not None and not queue:
+            del self.waiting[url]  # one key per environment's URL would otherwise stay for good
+        return handed
+
+    def forget(self, url: str, waiter: asyncio.Future[Any]) -> None:
+        queue = self.waiting.get(url)
+        if queue and waiter in queue:
+            queue.remove(waiter)
+        if not queue:
+            self.waiting.pop(url, None)
 
 
 async def goto_page(page: Any, url: str) -> int:

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from clones.base import get_clone
-from devices.clone_browser import BrowserPool, Emulation, Isolation
+from devices.clone_browser import BrowserPool, Emulation, Isolation, descendant_pids
 from devices.clone_device import CloneDevice
 from devices.clone_target import CloneTarget
 from realbench.actions import action_from_json
@@ -43,6 +47,47 @@ def test_environments_set_up_at_once_share_the_bounded_contexts(clone_server, to
         finally:
             for target in targets[1:]:
                 target.teardown()
+
+
+def _renderer_pids() -> set[int]:
+    out = set()
+    for pid in descendant_pids(os.getpid()):
+        try:
+            if b"--type=renderer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.add(pid)
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.browser
+def test_pages_of_shared_contexts_never_start_a_renderer_of_their_own(clone_server, toy_pack: TaskPack):
+    """A page that started at about:blank got a renderer process of its own until its navigation
+    left it (a process start per environment, most of a blank page's cost). Every renderer process
+    Chromium starts while 16 environments come up is watched from /proc."""
+    instance = toy_pack.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    with BrowserPool(renderers=1) as pool:
+        seen: set[int] = set()
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                seen.update(_renderer_pids())
+                time.sleep(0.005)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        targets = [CloneTarget(toy_pack, clone_server.url, browser=pool, scale=1.0) for _ in range(16)]
+        try:
+            with ThreadPoolExecutor(4) as ex:
+                list(ex.map(lambda t: t.setup(instance), targets))
+        finally:
+            stop.set()
+            watcher.join()
+            for target in targets:
+                target.teardown()
+        # the site's renderer, the context's probe page and Chromium's own spare ones: 5 here
+        assert len(seen) <= 8, f"{len(seen)} renderer processes for 16 pages"
 
 
 @pytest.mark.browser
