@@ -105,7 +105,10 @@ class CloneDevice:
         return self.emulation.pixel_size
 
     def observe(self) -> Observation:
-        shot, xml = self._run(self._observe(), "observe")
+        return self._observation(self._run(self._observe(), "observe"))
+
+    def _observation(self, captured: tuple[bytes, str]) -> Observation:
+        shot, xml = captured
         return Observation(screenshot=Screenshot.from_bytes(shot), hierarchy=xml, app=self.clone.package)
 
     def screenshot(self) -> Screenshot:

@@ -9,6 +9,7 @@ agent failure: the episode ends as an unscored abort (``info["aborted"]``, outco
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import threading
@@ -83,8 +84,10 @@ def parse_policy_action(action: Any) -> Action:
 # A 1x1 px, fully transparent, click-through element outside #app (so neither the screenshot's
 # pixels nor the hierarchy change) whose colour flips before every capture. Measured with 40
 # pages in one browser: about 1 capture in 20 waited ~1 s for a frame when the page had already
-# drawn its last change; with fresh damage before each capture, 1 in 120.
-_FRAME_TICK_JS = """() => {
+# drawn its last change; with fresh damage before each capture, 1 in 120. The same evaluation
+# swaps a reset's screen in and waits for the page to settle: one round trip to the page, not three.
+_SHOW_TICK_SETTLE_JS = """(screen) => {
+  if (screen) window.__rb.apply(screen, true);
   let t = document.getElementById('rb-frame-tick');
   if (!t) {
     t = document.createElement('div');
@@ -97,6 +100,7 @@ _FRAME_TICK_JS = """() => {
   };
   flip();
   for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
+  return window.__rb.settled(false);
 }"""
 
 
@@ -105,8 +109,17 @@ class RLCloneDevice(CloneDevice):
     new frame for it instead of waiting for its fallback."""
 
     def observe(self) -> Observation:
-        self._run(self._page_eval(_FRAME_TICK_JS), "frame tick")
-        return super().observe()
+        return self._observation(self._run(self._ticked_observe(None), "observe"))
+
+    def show_and_observe(self, screen: dict[str, Any]) -> Observation:
+        """`show` a screen payload, then `observe` it."""
+        return self._observation(self._run(self._ticked_observe(screen), "show and observe"))
+
+    async def _ticked_observe(self, screen: dict[str, Any] | None) -> tuple[bytes, str]:
+        self._check_settled(await self._page_eval(_SHOW_TICK_SETTLE_JS, screen))
+        self._require_page()
+        shot, xml = await asyncio.gather(self._capture(), self._dump())
+        return shot, xml
 
 
 @dataclass(kw_only=True)
@@ -133,7 +146,7 @@ class EnvCore:
         self.lock = threading.Lock()
         self.rng = np.random.default_rng()
         self.closed = False
-        self._device: CloneDevice | None = None
+        self._device: RLCloneDevice | None = None
         self._session: Session | None = None
         self._generation = -1
         self._episode: _Episode | None = None
@@ -321,8 +334,7 @@ class EnvCore:
                         "route": session.state["ui"]["route"],
                         "html": render_screen(session),
                     }
-                device.show(screen)
-                self._last = self._observe()
+                self._last = self._observation_of(device.show_and_observe(screen))
                 break
             except DeviceError as exc:
                 self.host.device_failed(self._generation, exc)
@@ -341,11 +353,10 @@ class EnvCore:
 
     def _observe(self) -> EnvObservation:
         assert self._device is not None
-        return self._observe_with(self._device)
+        return self._observation_of(self._device.observe())
 
     @staticmethod
-    def _observe_with(device: CloneDevice) -> EnvObservation:
-        obs = device.observe()
+    def _observation_of(obs: Observation) -> EnvObservation:
         shot = obs.screenshot
         return EnvObservation(
             image=shot.data, format=shot.format, width=shot.width, height=shot.height, hierarchy=obs.hierarchy
