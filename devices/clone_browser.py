@@ -308,7 +308,7 @@ class BrowserPool:
             if len(shards) < self.renderers:
                 context = await self._new_context(emulation, headers)
                 shard = _Shard(context, await self._context_id(context))
-                context.on("page", lambda page: shard.claim(page))
+                context.on("page", shard.claim)
                 shards.append(shard)
                 return shard
             return shards[next(self._next_context) % len(shards)]

@@ -256,7 +256,10 @@ class CloneDevice:
         await self._settled(False)
 
     async def _observe(self) -> tuple[bytes, str]:
-        shot, xml = await self._settled_then(lambda: asyncio.gather(self._capture(), self._dump()))
+        return await self._settled_then(self._capture_and_dump)
+
+    async def _capture_and_dump(self) -> tuple[bytes, str]:
+        shot, xml = await asyncio.gather(self._capture(), self._dump())
         return shot, xml
 
     async def _capture(self) -> bytes:

@@ -9,7 +9,6 @@ agent failure: the episode ends as an unscored abort (``info["aborted"]``, outco
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 import threading
@@ -118,8 +117,7 @@ class RLCloneDevice(CloneDevice):
     async def _ticked_observe(self, screen: dict[str, Any] | None) -> tuple[bytes, str]:
         self._check_settled(await self._page_eval(_SHOW_TICK_SETTLE_JS, screen))
         self._require_page()
-        shot, xml = await asyncio.gather(self._capture(), self._dump())
-        return shot, xml
+        return await self._capture_and_dump()
 
 
 @dataclass(kw_only=True)
