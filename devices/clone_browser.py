@@ -11,6 +11,7 @@ import asyncio
 import atexit
 import itertools
 import logging
+import math
 import os
 import threading
 from collections import deque
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from realbench.errors import BrowserMissingError, DeviceError, DeviceLost
+from realbench.errors import BrowserMissingError, ConfigError, DeviceError, DeviceLost
 from realbench.loop_thread import start_loop_thread
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,13 @@ class BrowserPool:
     thread. Use as a context manager, or `BrowserPool.shared()` for a process-wide one.
     `renderers` bounds the renderer processes per emulation in SHARED isolation (they run pages in
     parallel; default: the number of CPU cores, at most 4).
+
+    `render_scale` makes that Chromium's display scale: its pages are then drawn at their
+    emulation's scale all the time and captured as drawn, instead of idling at one pixel per CSS
+    px and being re-rendered at their scale for each capture. Captures take about two thirds of
+    the time and idle pages a little more memory (the square of the scale): worth it where
+    captures are many and the scale small, as in RL at a model's resolution (docs/benchmarks.md).
+    Such a pool serves emulations at that scale only.
     """
 
     _shared: BrowserPool | None = None
@@ -138,12 +146,16 @@ class BrowserPool:
         extra_args: tuple[str, ...] = (),
         isolation: Isolation | str = Isolation.SHARED,
         renderers: int | None = None,
+        render_scale: float | None = None,
     ) -> None:
         self.executable = Path(executable)
         self.isolation = Isolation(isolation)
         self.renderers = max(1, renderers or min(4, os.cpu_count() or 1))
+        self.render_scale = render_scale
         shared_args = ("--process-per-site",) if self.isolation is Isolation.SHARED else ()
-        self.args = (*CHROMIUM_ARGS, *shared_args, *extra_args)
+        # repr: all of the float's digits, so Chromium's surface is the emulation's pixel size
+        scale_args = () if render_scale is None else (f"--force-device-scale-factor={render_scale!r}",)
+        self.args = (*CHROMIUM_ARGS, *shared_args, *scale_args, *extra_args)
         self._contexts: dict[tuple[Emulation, Headers], list[_Shard]] = {}
         self._cdp: asyncio.Future[Any] | None = None  # the browser-level CDP session
         # Held while a shared context is being created: without it, environments set up at once
@@ -257,18 +269,32 @@ class BrowserPool:
                 hint="the machine may be overloaded",
             ) from None
 
+    def captures_as_drawn(self, emulation: Emulation) -> bool:
+        """Pages of `emulation` are drawn at its scale, so a capture needs no scaled clip."""
+        if self.render_scale is None:
+            return False
+        if not math.isclose(emulation.scale, self.render_scale, rel_tol=1e-9):
+            raise ConfigError(
+                f"this clone browser draws at scale {self.render_scale:g}, the emulation asks for "
+                f"{emulation.scale:g}",
+                hint="use a BrowserPool per scale (its render_scale), or none",
+            )
+        return True
+
     async def _new_context(self, emulation: Emulation, headers: Headers = ()) -> Any:
         if self._lost is not None or self._browser is None:
             raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
-        # Pages live at one pixel per CSS px; a capture renders them at the emulation's scale (a
-        # scaled clip). Chromium drops a page back to scale 1 after such a capture anyway, so pages
-        # born at the emulation's scale changed scale once, and a screen first drawn before that
-        # change came out a pixel row apart from the same screen drawn after it (environments
-        # restored into one snapshot disagreed). Idle pages at scale 1 also keep memory low.
+        # Without a render scale, pages live at one pixel per CSS px and a capture renders them at
+        # the emulation's scale (a scaled clip). Chromium drops a page back to scale 1 after such a
+        # capture anyway, so pages born at the emulation's scale changed scale once, and a screen
+        # first drawn before that change came out a pixel row apart from the same screen drawn
+        # after it (environments restored into one snapshot disagreed). Idle pages at scale 1
+        # also keep memory low. With a render scale, pages are born at it and never leave it.
+        scale = emulation.scale if self.captures_as_drawn(emulation) else 1
         return await self._browser.new_context(
             viewport={"width": emulation.width, "height": emulation.height},
             screen={"width": emulation.width, "height": emulation.height},
-            device_scale_factor=1,
+            device_scale_factor=scale,
             is_mobile=True,
             has_touch=True,
             locale="zh-CN",

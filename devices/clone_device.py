@@ -270,7 +270,7 @@ class CloneDevice:
         }
         if self.image_format is ImageFormat.JPEG:
             params["quality"] = self.jpeg_quality
-        if self.emulation.scale != 1:
+        if self.emulation.scale != 1 and not self.pool.captures_as_drawn(self.emulation):
             params["clip"] = {
                 "x": 0,
                 "y": 0,

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
@@ -22,7 +24,7 @@ from devices.clone_browser import BrowserPool, Emulation, Isolation, descendant_
 from devices.clone_device import CloneDevice
 from devices.clone_target import CloneTarget
 from realbench.actions import action_from_json
-from realbench.errors import DeviceError
+from realbench.errors import ConfigError, DeviceError
 from realbench.taskpack import TaskPack
 
 
@@ -188,3 +190,50 @@ def test_opening_a_page_makes_no_other_page_recompute_its_style(clone_server, to
         finally:
             for target in targets:
                 target.teardown()
+
+
+def test_a_browser_drawing_at_one_scale_refuses_an_emulation_at_another():
+    pool = BrowserPool(render_scale=Emulation.for_short_side(448).scale)
+    assert f"--force-device-scale-factor={pool.render_scale!r}" in pool.args
+    assert pool.captures_as_drawn(Emulation.for_short_side(448))
+    with pytest.raises(ConfigError, match="draws at scale"):
+        pool.captures_as_drawn(Emulation.for_short_side(256))
+    assert not BrowserPool().captures_as_drawn(Emulation.for_short_side(256))
+
+
+# Chromium's trace categories with its main-thread paints and its raster workers' tasks
+TIMELINE = ["devtools.timeline", "disabled-by-default-devtools.timeline"]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("drawn_at_scale", [False, True], ids=["scaled-clip", "as-drawn"])
+def test_captures_of_an_unchanged_page_repaint_only_through_a_scaled_clip(
+    clone_server, toy_pack: TaskPack, drawn_at_scale: bool
+):
+    """A page that idles at one pixel per CSS px is painted and rasterised again at its scale for
+    every capture; a browser drawing at the emulation's scale captures what it has drawn. Chromium's
+    own trace of six captures of an unchanged page says which happened."""
+    instance = toy_pack.tasks[0].instantiate(seed=0, today=date(2026, 3, 2))
+    emulation = Emulation.for_short_side(448)
+    captures = 6
+    with BrowserPool(renderers=1, render_scale=emulation.scale if drawn_at_scale else None) as pool:
+        target = CloneTarget(toy_pack, clone_server.url, browser=pool, emulation=emulation)
+        try:
+            target.setup(instance)
+            page = target.device._page
+            assert pool.call(page.evaluate("devicePixelRatio")) == pytest.approx(
+                emulation.scale if drawn_at_scale else 1.0, rel=1e-6
+            )
+            target.device.screenshot()
+            pool.call(pool._browser.start_tracing(page=page, categories=TIMELINE))
+            for _ in range(captures):
+                shot = target.device.screenshot()
+                assert (shot.width, shot.height) == emulation.pixel_size
+            trace = json.loads(pool.call(pool._browser.stop_tracing()))
+        finally:
+            target.teardown()
+    events = Counter(e["name"] for e in trace["traceEvents"] if e.get("ph") == "X")
+    if drawn_at_scale:
+        assert events["Paint"] == 0 and events["RasterTask"] == 0, events
+    else:  # the contrast that shows the trace sees re-renders at all
+        assert events["Paint"] >= captures and events["RasterTask"] >= captures, events

@@ -4,6 +4,7 @@ for the module; environments on the toy clone."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import devices.rl  # noqa: F401  (registers the Gymnasium ids)
+from devices.rl.browser import chromium_processes
 from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
 from devices.rl.gym_env import RealbenchEnv
 from devices.rl.host import StepRequest, acquire_shared_host, release_shared_host
@@ -289,6 +291,34 @@ def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
             e.close()
 
 
+def test_environments_at_two_resolutions_get_a_browser_each_drawing_at_their_scale(host, packs):
+    """A browser draws at one scale (its pages are captured as drawn), so a host serves a second
+    resolution from a second browser; both kinds of environment step side by side."""
+    envs = [
+        RealbenchEnv(packs["toy"], "buy-item", host=host, short_side=side, hierarchy=False)
+        for side in (448, 320)
+    ]
+    try:
+        for e in envs:
+            obs, _ = e.reset(seed=0)
+            width, height = screen_size(e.config)
+            assert obs["screenshot"].shape == (height, width, 3)
+            obs, _, _, _, info = e.step(CLICK_LIST)
+            assert info["aborted"] is False and obs["screenshot"].shape == (height, width, 3)
+        browsers = [host.browser(host.env(e.env_id).emulation) for e in envs]
+        assert browsers[0].pool is not browsers[1].pool
+        for e, browser in zip(envs, browsers, strict=True):
+            page = host.env(e.env_id)._device._page
+            assert browser.pool.call(page.evaluate("devicePixelRatio")) == pytest.approx(
+                browser.scale, rel=1e-6
+            )
+        kinds = chromium_processes(os.getpid()).values()
+        assert sum(kind == "browser" for kind in kinds) >= 2
+    finally:
+        for e in envs:
+            e.close()
+
+
 def test_crashed_browser_aborts_episodes_and_is_replaced(host, packs):
     env = RealbenchEnv(packs["toy"], "buy-item", host=host)
     try:
@@ -298,7 +328,8 @@ def test_crashed_browser_aborts_episodes_and_is_replaced(host, packs):
         _, reward, terminated, truncated, info = env.step(CLICK_LIST)
         assert info["aborted"] is True and info["outcome"] == "env_invalid"
         assert truncated and not terminated and reward == 0.0
-        assert host.generation == generation + 1 and host.pool.running
+        assert host.generation == generation + 1
+        assert host.browser(host.env(env.env_id).emulation).pool.running
         with pytest.raises(EpisodeOver):  # never silently reset
             env.step(CLICK_LIST)
         obs, info = env.reset(seed=0)

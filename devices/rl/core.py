@@ -37,7 +37,7 @@ from realbench.outcome import EndReason, Outcome, Verdict
 from realbench.taskpack import Task, TaskInstance, TaskPack
 
 if TYPE_CHECKING:
-    from devices.rl.host import EnvHost
+    from devices.rl.host import EnvHost, HostBrowser
     from realbench.agents.formats import ActionFormat
 
 log = logging.getLogger(__name__)
@@ -146,6 +146,7 @@ class EnvCore:
         self.closed = False
         self._device: RLCloneDevice | None = None
         self._session: Session | None = None
+        self._browser: HostBrowser | None = None  # the host's browser the page lives in
         self._generation = -1
         self._episode: _Episode | None = None
         self._last: EnvObservation | None = None
@@ -170,7 +171,9 @@ class EnvCore:
     @property
     def stale(self) -> bool:
         """The page belongs to a browser that has since been replaced."""
-        return self._device is not None and self._generation != self.host.generation
+        return self._device is not None and (
+            self._browser is None or self._generation != self._browser.generation
+        )
 
     # --- the RL API ---
 
@@ -209,7 +212,7 @@ class EnvCore:
             try:
                 return self._step(episode, action)
             except DeviceError as exc:
-                self.host.device_failed(self._generation, exc)
+                self._device_failed(self._generation, exc)
                 return self._abort(episode, f"{type(exc).__name__}: {exc.message}")
 
     def snapshot(self) -> EnvSnapshot:
@@ -297,10 +300,11 @@ class EnvCore:
         if self._session is not None:
             self.host.drop_session(self._session.id)
         self._device = self._session = None
-        generation = self.host.generation
+        browser = self._browser = self.host.browser(self.emulation)
+        generation = browser.generation
         self._session = self.host.new_session(self.clone, self._home_state(), self.config.drift)
         device = RLCloneDevice(
-            self.host.pool,
+            browser.pool,
             self.host.server_url,
             self.clone,
             emulation=self.emulation,
@@ -309,10 +313,10 @@ class EnvCore:
             serial=f"rl-{self.clone.name}-{self.env_id}",
         )
         try:
-            with self.host.opening_page():
+            with self.host.opening_page(browser):
                 device.open(self._session.id)
         except DeviceError as exc:
-            self.host.device_failed(generation, exc)
+            self.host.device_failed(browser, generation, exc)
             device.close()
             raise
         self._device, self._generation = device, generation
@@ -335,7 +339,7 @@ class EnvCore:
                 self._last = self._observation_of(device.show_and_observe(screen))
                 break
             except DeviceError as exc:
-                self.host.device_failed(self._generation, exc)
+                self._device_failed(self._generation, exc)
                 if attempt or not isinstance(exc, DeviceLost):
                     raise
                 log.warning(
@@ -343,6 +347,10 @@ class EnvCore:
                 )
                 self._drop_page()
         self._episode = _Episode(instance=instance, before=before, boundary=instance.boundary())
+
+    def _device_failed(self, generation: int, exc: DeviceError) -> None:
+        if self._browser is not None:
+            self.host.device_failed(self._browser, generation, exc)
 
     def _drop_page(self) -> None:
         device, self._device = self._device, None

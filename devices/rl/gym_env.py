@@ -1,8 +1,8 @@
 """The Gymnasium environment of one clone task (``gymnasium.make("realbench/train_ticketing-v1", ...)``).
 
 Spaces are described in `devices.rl.spaces`; rewards in `devices.rl.config.RewardConfig`; episode
-ends in `devices.rl.core`. Environments of one process share one browser and one clone server
-(`devices.rl.host`); for many environments use `devices.rl.vector.CloneVectorEnv`.
+ends in `devices.rl.core`. Environments of one process share one clone server and one browser per
+resolution (`devices.rl.host`); for many environments use `devices.rl.vector.CloneVectorEnv`.
 """
 
 from __future__ import annotations

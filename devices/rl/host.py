@@ -1,6 +1,8 @@
-"""An environment host: one clone server and one browser in this process, many environments.
+"""An environment host: one clone server and one browser per screen scale in this process, many
+environments.
 
-Every environment is a clone session on the in-process server and a page of the shared browser.
+Every environment is a clone session on the in-process server and a page of the browser that
+draws at its scale (`BrowserPool.render_scale`: captured as drawn, never re-rendered for a capture).
 Batch operations (create, reset, step, snapshot, restore) run the environments concurrently: the
 browser's event loop overlaps their screenshots and page work, which is where the throughput
 comes from. A host is what a worker process, a Ray actor and a single Gymnasium environment run.
@@ -21,19 +23,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from clones.base import Clone, State, get_clone
 from clones.server import CloneServer, CreateSession, Session, SessionStore
-from devices.clone_browser import BrowserPool, Isolation
+from devices.clone_browser import BrowserPool, Emulation, Isolation
 from devices.rl.browser import chromium_processes, pss_mib
-from devices.rl.config import EnvConfig
+from devices.rl.config import DEFAULT_SHORT_SIDE, EnvConfig
 from devices.rl.core import VERDICT_FIELDS, EnvCore
 from devices.rl.errors import EnvNotFound, ErrorInfo
 from devices.rl.transitions import EnvSnapshot, Transition
-from realbench.errors import DeviceError, RealbenchError, ServerError
+from realbench.errors import DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.taskpack import Task, TaskInstance, TaskPack, load_pack
 
 log = logging.getLogger(__name__)
@@ -82,15 +84,29 @@ class _HostStore(SessionStore):
         return True
 
 
+@dataclass(eq=False)
+class HostBrowser:
+    """The host's Chromium for one screen scale. `generation` counts its replacements, so a page
+    knows when the browser it lived in is gone."""
+
+    scale: float
+    pool: BrowserPool
+    generation: int = 0
+    pages_opened: int = 0
+    first_pages: threading.Lock = field(default_factory=threading.Lock)
+
+
 class EnvHost:
-    """Clone server + browser + environments of this process. Thread-safe."""
+    """Clone server + browsers + environments of this process. Thread-safe.
+
+    The browser for the default resolution's scale starts with the host; one for another scale
+    starts when its first environment is created."""
 
     def __init__(self, *, browser_args: tuple[str, ...] = (), renderers: int | None = None) -> None:
         self.browser_args = browser_args
         self.renderers = renderers
         self.server = CloneServer(store=_HostStore())
-        self.pool = self._new_pool()
-        self.generation = 0
+        self._browsers: dict[float, HostBrowser] = {}
         self.replacements = 0
         self._envs: dict[int, EnvCore] = {}
         self._next_id = 0
@@ -100,26 +116,30 @@ class EnvHost:
         self._starts: OrderedDict[str, State] = OrderedDict()
         self._starts_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="rl-env")
-        self._first_pages = threading.Lock()
-        self._pages_opened = 0
         self._started = False
 
     # --- lifecycle ---
 
-    def _new_pool(self) -> BrowserPool:
+    def _new_pool(self, scale: float) -> BrowserPool:
         # Same-site pages share renderers: ~11 MiB per environment instead of ~65 MiB with a
         # context each; a renderer crash aborts the episodes of its context, which recover on reset.
         return BrowserPool(
             extra_args=(*RL_BROWSER_ARGS, *self.browser_args),
             isolation=Isolation.SHARED,
             renderers=self.renderers,
+            render_scale=scale,
         )
 
     def start(self) -> EnvHost:
         if not self._started:
             self.server.start()
-            self.pool.start()
             self._started = True
+            try:
+                self.browser(Emulation.for_short_side(DEFAULT_SHORT_SIDE))
+            except BaseException:
+                self._started = False
+                self.server.stop()
+                raise
         return self
 
     def close(self) -> None:
@@ -132,7 +152,10 @@ class EnvHost:
             except RealbenchError as exc:
                 log.debug("closing environment %d: %s", env.env_id, exc)
         self._envs.clear()
-        self.pool.close()
+        with self._browser_lock:
+            browsers, self._browsers = list(self._browsers.values()), {}
+        for browser in browsers:
+            browser.pool.close()
         self.server.stop()
         self._threads.shutdown(wait=False, cancel_futures=True)
 
@@ -177,18 +200,34 @@ class EnvHost:
     def new_session(self, clone: Clone, state: State, drift: Any) -> Session:
         return self.server.store.create(CreateSession(clone=clone.name, state=state, drift=drift))
 
+    def browser(self, emulation: Emulation) -> HostBrowser:
+        """The running browser that draws at `emulation`'s scale (started on first use)."""
+        with self._browser_lock:
+            browser = self._browsers.get(emulation.scale)
+            if browser is None:
+                if not self._started:
+                    raise DeviceLost("the environment host is closed", hint="start a new host")
+                browser = HostBrowser(emulation.scale, self._new_pool(emulation.scale).start())
+                self._browsers[emulation.scale] = browser
+            return browser
+
+    @property
+    def generation(self) -> int:
+        """Browser replacements so far, all scales together."""
+        return self.replacements
+
     @contextmanager
-    def opening_page(self) -> Iterator[None]:
+    def opening_page(self, browser: HostBrowser) -> Iterator[None]:
         """Serialises the first page opens of a browser. Chromium puts same-site pages of a context
         in one renderer only once that site's renderer exists; pages that race to open first get a
         renderer each (measured: 34 renderers for 15 pages, ~58 MiB per environment, against 5
         renderers and ~26 MiB when the first pages open one at a time)."""
-        if self._pages_opened >= self.pool.renderers:
+        if browser.pages_opened >= browser.pool.renderers:
             yield
             return
-        with self._first_pages:
+        with browser.first_pages:
             yield
-            self._pages_opened += 1
+            browser.pages_opened += 1
 
     def drop_session(self, session_id: str) -> None:
         try:
@@ -196,22 +235,22 @@ class EnvHost:
         except Exception:  # the session may already be gone; nothing to clean up then
             log.debug("session %s already gone", session_id)
 
-    def device_failed(self, generation: int, exc: DeviceError) -> None:
-        """A device operation failed: if the browser itself is gone, start a new one (once)."""
-        if self.pool.running:
+    def device_failed(self, browser: HostBrowser, generation: int, exc: DeviceError) -> None:
+        """A device operation failed: if its browser itself is gone, start a new one (once)."""
+        if browser.pool.running:
             return
         with self._browser_lock:
-            if generation != self.generation or self.pool.running:
-                return  # another environment already replaced it
+            if generation != browser.generation or browser.pool.running or not self._started:
+                return  # another environment already replaced it, or the host is closing
             log.warning("clone browser lost (%s); starting a new one", exc.message)
-            old = self.pool
+            old = browser.pool
             try:
                 old.close()
             except Exception as close_exc:  # the old browser is dead; closing is best effort
                 log.debug("closing the dead browser: %s", close_exc)
-            self.pool = self._new_pool().start()
-            self._pages_opened = 0
-            self.generation += 1
+            browser.pool = self._new_pool(browser.scale).start()
+            browser.pages_opened = 0
+            browser.generation += 1
             self.replacements += 1
 
     # --- batch API (what workers, actors and the service call) ---
@@ -268,7 +307,7 @@ class EnvHost:
             "envs": len(self._envs),
             "generation": self.generation,
             "browser_replacements": self.replacements,
-            "browser_running": self.pool.running,
+            "browser_running": all(b.pool.running for b in list(self._browsers.values())),
             "chromium_pids": sorted(procs),
             "chromium_pss_mib": pss_mib(list(procs)),
             "sessions": len(self.server.store),

@@ -1,4 +1,4 @@
-"""N clone environments stepped together, over one browser per worker process.
+"""N clone environments stepped together, over one browser per worker process (and resolution).
 
 `CloneVectorEnv` is a `gymnasium.vector.VectorEnv` without autoreset: an environment whose episode
 ended waits for ``reset(options={"reset_mask": mask})``, and a ``None`` action leaves an
