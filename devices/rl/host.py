@@ -31,7 +31,7 @@ from clones.base import Clone, State, get_clone
 from clones.server import CloneServer, CreateSession, Session, SessionStore
 from devices.clone_browser import BrowserPool, Emulation, Isolation
 from devices.rl.browser import chromium_processes, pss_mib
-from devices.rl.config import DEFAULT_SHORT_SIDE, EnvConfig
+from devices.rl.config import EnvConfig
 from devices.rl.core import VERDICT_FIELDS, EnvCore
 from devices.rl.errors import EnvNotFound, ErrorInfo
 from devices.rl.transitions import EnvSnapshot, Transition
@@ -99,8 +99,8 @@ class HostBrowser:
 class EnvHost:
     """Clone server + browsers + environments of this process. Thread-safe.
 
-    The browser for the default resolution's scale starts with the host; one for another scale
-    starts when its first environment is created."""
+    A browser starts with the first environment at its scale, so a host (a worker process, a Ray
+    actor) runs no browser for a resolution none of its environments use."""
 
     def __init__(self, *, browser_args: tuple[str, ...] = (), renderers: int | None = None) -> None:
         self.browser_args = browser_args
@@ -134,12 +134,6 @@ class EnvHost:
         if not self._started:
             self.server.start()
             self._started = True
-            try:
-                self.browser(Emulation.for_short_side(DEFAULT_SHORT_SIDE))
-            except BaseException:
-                self._started = False
-                self.server.stop()
-                raise
         return self
 
     def close(self) -> None:
