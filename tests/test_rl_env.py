@@ -291,7 +291,9 @@ def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
             e.close()
 
 
-def test_environments_at_two_resolutions_get_a_browser_each_drawing_at_their_scale(host, packs):
+def test_environments_at_two_resolutions_get_a_browser_each_drawing_at_their_scale_until_the_last_closes(
+    host, packs
+):
     """A browser draws at one scale (its pages are captured as drawn), so a host serves a second
     resolution from a second browser; both kinds of environment step side by side. (449 px: the
     long side, 997.2 px, is rounded up by Chromium as by `Emulation.pixel_size`.)"""
@@ -307,17 +309,29 @@ def test_environments_at_two_resolutions_get_a_browser_each_drawing_at_their_sca
             obs, _, _, _, info = e.step(CLICK_LIST)
             assert info["aborted"] is False and obs["screenshot"].shape == (height, width, 3)
         browsers = [host.browser(host.env(e.env_id).emulation) for e in envs]
+        assert browsers[0] is not None and browsers[1] is not None
         assert browsers[0].pool is not browsers[1].pool
         for e, browser in zip(envs, browsers, strict=True):
             page = host.env(e.env_id)._device._page
             assert browser.pool.call(page.evaluate("devicePixelRatio")) == pytest.approx(
                 browser.scale, rel=1e-6
             )
-        kinds = chromium_processes(os.getpid()).values()
-        assert sum(kind == "browser" for kind in kinds) >= 2
+        running = browser_processes()
+        assert len(running) >= 2
+        second = host.env(envs[1].env_id).emulation
+        envs[1].close()  # the last environment at its scale: its Chromium goes with it
+        assert host.browser(second) is None
+        assert len(browser_processes()) == len(running) - 1
+        obs, _, _, _, info = envs[0].step(CLICK_LIST)
+        assert info["aborted"] is False
     finally:
         for e in envs:
             e.close()
+
+
+def browser_processes() -> list[int]:
+    """This process's Chromium browser processes, from /proc (not from the host's own records)."""
+    return [pid for pid, kind in chromium_processes(os.getpid()).items() if kind == "browser"]
 
 
 def test_crashed_browser_aborts_episodes_and_is_replaced(host, packs):
@@ -330,7 +344,8 @@ def test_crashed_browser_aborts_episodes_and_is_replaced(host, packs):
         assert info["aborted"] is True and info["outcome"] == "env_invalid"
         assert truncated and not terminated and reward == 0.0
         assert host.generation == generation + 1
-        assert host.browser(host.env(env.env_id).emulation).pool.running
+        browser = host.browser(host.env(env.env_id).emulation)
+        assert browser is not None and browser.pool.running
         with pytest.raises(EpisodeOver):  # never silently reset
             env.step(CLICK_LIST)
         obs, info = env.reset(seed=0)

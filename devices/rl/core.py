@@ -163,10 +163,13 @@ class EnvCore:
             self.closed = True
             device, self._device = self._device, None
             session, self._session = self._session, None
+            browser, self._browser = self._browser, None
             if device is not None:
                 device.close()
             if session is not None:
                 self.host.drop_session(session.id)
+            if browser is not None:
+                self.host.release_browser(browser)
 
     @property
     def stale(self) -> bool:
@@ -300,7 +303,9 @@ class EnvCore:
         if self._session is not None:
             self.host.drop_session(self._session.id)
         self._device = self._session = None
-        browser = self._browser = self.host.browser(self.emulation)
+        if self._browser is None:  # held from the first page until close()
+            self._browser = self.host.acquire_browser(self.emulation)
+        browser = self._browser
         generation = browser.generation
         self._session = self.host.new_session(self.clone, self._home_state(), self.config.drift)
         device = RLCloneDevice(

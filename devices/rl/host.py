@@ -87,11 +87,12 @@ class _HostStore(SessionStore):
 @dataclass(eq=False)
 class HostBrowser:
     """The host's Chromium for one screen scale. `generation` counts its replacements, so a page
-    knows when the browser it lived in is gone."""
+    knows when the browser it lived in is gone; `users` counts the environments that hold it."""
 
     scale: float
     pool: BrowserPool
     generation: int = 0
+    users: int = 0
     pages_opened: int = 0
     first_pages: threading.Lock = field(default_factory=threading.Lock)
 
@@ -99,8 +100,9 @@ class HostBrowser:
 class EnvHost:
     """Clone server + browsers + environments of this process. Thread-safe.
 
-    A browser starts with the first environment at its scale, so a host (a worker process, a Ray
-    actor) runs no browser for a resolution none of its environments use."""
+    A browser starts with the first environment at its scale and closes with the last, so a host
+    (a worker process, a Ray actor, the rollout service) runs no browser for a resolution none of
+    its environments use."""
 
     def __init__(self, *, browser_args: tuple[str, ...] = (), renderers: int | None = None) -> None:
         self.browser_args = browser_args
@@ -194,8 +196,13 @@ class EnvHost:
     def new_session(self, clone: Clone, state: State, drift: Any) -> Session:
         return self.server.store.create(CreateSession(clone=clone.name, state=state, drift=drift))
 
-    def browser(self, emulation: Emulation) -> HostBrowser:
-        """The running browser that draws at `emulation`'s scale (started on first use)."""
+    def browser(self, emulation: Emulation) -> HostBrowser | None:
+        """The browser that draws at `emulation`'s scale, if one runs."""
+        return self._browsers.get(emulation.scale)
+
+    def acquire_browser(self, emulation: Emulation) -> HostBrowser:
+        """The browser that draws at `emulation`'s scale (started if none does), held until
+        `release_browser`."""
         with self._browser_lock:
             browser = self._browsers.get(emulation.scale)
             if browser is None:
@@ -203,7 +210,20 @@ class EnvHost:
                     raise DeviceLost("the environment host is closed", hint="start a new host")
                 browser = HostBrowser(emulation.scale, self._new_pool(emulation.scale).start())
                 self._browsers[emulation.scale] = browser
+            browser.users += 1
             return browser
+
+    def release_browser(self, browser: HostBrowser) -> None:
+        """An environment let go of `browser`; the last one out closes it (~300 MiB of Chromium)."""
+        with self._browser_lock:
+            browser.users -= 1
+            if browser.users > 0 or self._browsers.get(browser.scale) is not browser:
+                return
+            del self._browsers[browser.scale]
+        try:
+            browser.pool.close()
+        except Exception as exc:  # closing is best effort; the browser may already be dead
+            log.debug("closing the browser at scale %g: %s", browser.scale, exc)
 
     @property
     def generation(self) -> int:
@@ -260,7 +280,11 @@ class EnvHost:
                 env_id = self._next_id
                 self._next_id += 1
             env = EnvCore(self, env_id, config, pack, clone)
-            env.open()
+            try:
+                env.open()
+            except BaseException:
+                env.close()  # lets go of its session and browser
+                raise
             with self._lock:
                 self._envs[env_id] = env
             return env_id
