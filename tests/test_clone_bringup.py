@@ -235,5 +235,6 @@ def test_captures_of_an_unchanged_page_repaint_only_through_a_scaled_clip(
     events = Counter(e["name"] for e in trace["traceEvents"] if e.get("ph") == "X")
     if drawn_at_scale:
         assert events["Paint"] == 0 and events["RasterTask"] == 0, events
-    else:  # the contrast that shows the trace sees re-renders at all
-        assert events["Paint"] >= captures and events["RasterTask"] >= captures, events
+    else:  # the contrast that shows the trace sees re-renders at all (a loaded machine may merge
+        # two captures' paints into one frame; each capture still rasterises)
+        assert events["Paint"] > 0 and events["RasterTask"] >= captures, events

@@ -53,8 +53,17 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], list[psutil.Process]]
     else:
         proc.kill()
         pytest.fail("the service did not start")
+    # A worker starts its browser with its first environment: create one, so there is a browser
+    # to leave behind.
+    url = re.search(r"http://[\d.]+:\d+", (tmp_path / "service.log").read_text()).group(0)  # type: ignore[union-attr]
+    try:
+        created = httpx.post(f"{url}/v1/envs", json={"pack": "train_ticketing"}, timeout=120)
+        assert created.status_code == 200, created.text
+    except BaseException:
+        proc.kill()
+        raise
     family = psutil.Process(proc.pid).children(recursive=True)
-    assert family, "the service has worker processes"
+    assert any("chrom" in p.name() for p in family), "the worker runs a browser"
     return proc, family
 
 
