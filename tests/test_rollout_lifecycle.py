@@ -55,9 +55,10 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], list[psutil.Process]]
         pytest.fail("the service did not start")
     # A worker starts its browser with its first environment: create one, so there is a browser
     # to leave behind.
-    url = re.search(r"http://[\d.]+:\d+", (tmp_path / "service.log").read_text()).group(0)  # type: ignore[union-attr]
     try:
-        created = httpx.post(f"{url}/v1/envs", json={"pack": "train_ticketing"}, timeout=120)
+        created = httpx.post(
+            f"{_service_url(tmp_path)}/v1/envs", json={"pack": "train_ticketing"}, timeout=120
+        )
         assert created.status_code == 200, created.text
     except BaseException:
         proc.kill()
@@ -65,6 +66,11 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[str], list[psutil.Process]]
     family = psutil.Process(proc.pid).children(recursive=True)
     assert any("chrom" in p.name() for p in family), "the worker runs a browser"
     return proc, family
+
+
+def _service_url(tmp_path: Path) -> str:
+    """The address the service logged when it came up."""
+    return re.search(r"http://[\d.]+:\d+", (tmp_path / "service.log").read_text()).group(0)  # type: ignore[union-attr]
 
 
 def _kill_all(proc: subprocess.Popen[str], family: list[psutil.Process]) -> None:
@@ -101,7 +107,7 @@ def _busy_the_worker(tmp_path: Path) -> threading.Thread:
     slow = tmp_path / "slow" / "pack.yaml"
     slow.parent.mkdir()
     slow.write_text("x_pad: [" + "1," * 450_000 + "1]\n", encoding="utf-8")
-    url = re.search(r"http://[\d.]+:\d+", (tmp_path / "service.log").read_text()).group(0)  # type: ignore[union-attr]
+    url = _service_url(tmp_path)
 
     def create() -> None:
         with contextlib.suppress(httpx.HTTPError):  # the service is killed under it

@@ -215,7 +215,7 @@ class EnvCore:
             try:
                 return self._step(episode, action)
             except DeviceError as exc:
-                self._device_failed(self._generation, exc)
+                self._device_failed(exc)
                 return self._abort(episode, f"{type(exc).__name__}: {exc.message}")
 
     def snapshot(self) -> EnvSnapshot:
@@ -344,7 +344,7 @@ class EnvCore:
                 self._last = self._observation_of(device.show_and_observe(screen))
                 break
             except DeviceError as exc:
-                self._device_failed(self._generation, exc)
+                self._device_failed(exc)
                 if attempt or not isinstance(exc, DeviceLost):
                     raise
                 log.warning(
@@ -353,9 +353,10 @@ class EnvCore:
                 self._drop_page()
         self._episode = _Episode(instance=instance, before=before, boundary=instance.boundary())
 
-    def _device_failed(self, generation: int, exc: DeviceError) -> None:
+    def _device_failed(self, exc: DeviceError) -> None:
+        """A failure of the page this environment holds (its browser may be the one to replace)."""
         if self._browser is not None:
-            self.host.device_failed(self._browser, generation, exc)
+            self.host.device_failed(self._browser, self._generation, exc)
 
     def _drop_page(self) -> None:
         device, self._device = self._device, None
