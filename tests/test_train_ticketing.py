@@ -15,7 +15,7 @@ from clones.base import UIEvent
 from clones.train_ticketing import DRIFT_RELABELS, booking
 from clones.train_ticketing.answers import matches
 from clones.train_ticketing.idcard import check_char, id_problem, is_valid, make_id
-from clones.train_ticketing.timetable import available, build_world, legs_between
+from clones.train_ticketing.timetable import available, build_world, city_of, legs_between
 from realbench.errors import CloneError
 from realbench.taskpack import CloneSetup, PlanStep, check_pack
 from tests.tt_support import CLONE, PACK, instances, play, verdict
@@ -145,6 +145,53 @@ def test_data_seed_changes_inventory_not_schedule():
     seats = [available(plain, t, day) for t in plain["world"]["trains"]]
     seats_drifted = [available(drifted, t, day) for t in drifted["world"]["trains"]]
     assert seats != seats_drifted
+
+
+def _legs_by_scanning(world, from_name, to_name, exact):
+    """The search spelled out: every train's first departure from the from-city (station), then its
+    first arrival in the to-city after it."""
+
+    def at(name, wanted):
+        return name == wanted if exact else city_of(name) == city_of(wanted)
+
+    out = []
+    for train in world["trains"]:
+        stops = train["stops"]
+        fi = next(
+            (i for i, s in enumerate(stops) if s["dep"] is not None and at(s["station"], from_name)), None
+        )
+        if fi is None:
+            continue
+        ti = next(
+            (
+                i
+                for i in range(fi + 1, len(stops))
+                if stops[i]["arr"] is not None and at(stops[i]["station"], to_name)
+            ),
+            None,
+        )
+        if ti is not None:
+            out.append((train["no"], fi, ti))
+    return sorted(out)
+
+
+def test_the_indexed_search_finds_what_scanning_every_stop_finds():
+    world = build_world(0)
+    # a patched timetable (a new trains list, as a setup's patch makes) gets its own index
+    patched = {**world, "trains": [t for t in world["trains"] if t["type"] != "G"][:40]}
+    stations = sorted({s["station"] for t in world["trains"] for s in t["stops"]})[::7]
+    cities = sorted({city_of(s) for s in stations})
+    found = 0
+    for w in (world, patched):
+        for exact, names in ((False, cities), (True, stations)):
+            for a in names:
+                for b in names:
+                    legs = legs_between(w, a, b, "2026-03-09", exact=exact)
+                    assert sorted((x.no, x.from_idx, x.to_idx) for x in legs) == _legs_by_scanning(
+                        w, a, b, exact
+                    )
+                    found += len(legs)
+    assert found > 100  # the pairs do have trains between them
 
 
 def test_timetable_is_plausible():

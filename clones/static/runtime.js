@@ -442,6 +442,14 @@
     });
   }
 
+  // `settled`, then the hierarchy dump in the same task: an observation that captures after it
+  // needs one evaluation in the page (see devices/rl/core.py).
+  function settledDump(scale) {
+    return settled(false).then(function (result) {
+      return { settled: result, hierarchy: result && result.error ? null : dumpHierarchy(scale) };
+    });
+  }
+
   function settledNow(waitScroll) {
     return Promise.resolve().then(function () {
       if (!inflight) return null;
@@ -663,6 +671,7 @@
     enter: enter,
     settled: settled,
     afterTap: afterTap,
+    settledDump: settledDump,
     tapAcknowledged: tapAcknowledged,
     dumpHierarchy: dumpHierarchy,
     transport: transport,

@@ -84,8 +84,11 @@ def parse_policy_action(action: Any) -> Action:
 # pixels nor the hierarchy change) whose colour flips before every capture. Measured with 40
 # pages in one browser: about 1 capture in 20 waited ~1 s for a frame when the page had already
 # drawn its last change; with fresh damage before each capture, 1 in 120. The same evaluation
-# swaps a reset's screen in and waits for the page to settle: one round trip to the page, not three.
-_SHOW_TICK_SETTLE_JS = """(screen) => {
+# swaps a reset's screen in, waits for the page to settle and dumps the hierarchy: one round trip
+# to the page before the capture, and the dump's style and layout work is done before the capture
+# asks for a frame instead of holding that frame back. (`CloneDevice` dumps beside its capture:
+# there the capture re-renders the page for its scaled clip, and the dump overlaps that.)
+_SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale]) => {
   if (screen) window.__rb.apply(screen, true);
   let t = document.getElementById('rb-frame-tick');
   if (!t) {
@@ -99,7 +102,7 @@ _SHOW_TICK_SETTLE_JS = """(screen) => {
   };
   flip();
   for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
-  return window.__rb.settled(false);
+  return window.__rb.settledDump(scale);
 }"""
 
 
@@ -115,9 +118,10 @@ class RLCloneDevice(CloneDevice):
         return self._observation(self._run(self._ticked_observe(screen), "show and observe"))
 
     async def _ticked_observe(self, screen: dict[str, Any] | None) -> tuple[bytes, str]:
-        self._check_settled(await self._page_eval(_SHOW_TICK_SETTLE_JS, screen))
+        result = await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale])
+        self._check_settled(result["settled"])
         self._require_page()
-        return await self._capture_and_dump()
+        return await self._capture(), str(result["hierarchy"])
 
 
 @dataclass(kw_only=True)
