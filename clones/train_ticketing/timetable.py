@@ -12,6 +12,7 @@ import threading
 import zlib
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from enum import StrEnum
@@ -404,55 +405,59 @@ class Leg:
 
 
 class _StopIndex:
-    """Where each train of one timetable can be boarded and left, by city and by station: a search
-    looks up the trains of its from-city instead of scanning every stop of every train (a task
-    instance's trip sampling searched about five city pairs, 5 ms of each RL reset)."""
+    """Where each train of one timetable can be boarded and left, by one key of a stop (its city,
+    or its station): a search looks up the trains of its from-key instead of scanning every stop of
+    every train (a task instance's trip sampling searched about five city pairs, 5 ms of each RL
+    reset)."""
 
-    def __init__(self, trains: list[dict[str, Any]]) -> None:
+    def __init__(self, trains: list[dict[str, Any]], key: Callable[[str], str]) -> None:
         self.trains = trains  # held, so the cache's id() of it can't be reused while cached
-        self.boarding: dict[bool, dict[str, list[tuple[int, int]]]] = {False: {}, True: {}}
-        self.alighting: list[dict[bool, dict[str, list[int]]]] = []
+        self.boarding: dict[str, list[tuple[int, int]]] = {}  # key -> (train, its first departure there)
+        self.alighting: list[dict[str, list[int]]] = []  # per train: key -> its arrivals there
         for pos, train in enumerate(trains):
-            alight: dict[bool, dict[str, list[int]]] = {False: {}, True: {}}
-            boarded: dict[bool, set[str]] = {False: set(), True: set()}
+            alight: dict[str, list[int]] = {}
+            boarded: set[str] = set()
             for i, stop in enumerate(train["stops"]):
-                station = stop["station"]
-                for exact, key in ((False, city_of(station)), (True, station)):
-                    if stop["arr"] is not None:
-                        alight[exact].setdefault(key, []).append(i)
-                    if stop["dep"] is not None and key not in boarded[exact]:
-                        boarded[exact].add(key)
-                        self.boarding[exact].setdefault(key, []).append((pos, i))
+                at = key(stop["station"])
+                if stop["arr"] is not None:
+                    alight.setdefault(at, []).append(i)
+                if stop["dep"] is not None and at not in boarded:
+                    boarded.add(at)
+                    self.boarding.setdefault(at, []).append((pos, i))
             self.alighting.append(alight)
 
-    def legs(self, from_key: str, to_key: str, day: str, exact: bool) -> list[Leg]:
+    def legs(self, from_key: str, to_key: str, day: str) -> list[Leg]:
         out: list[Leg] = []
-        for pos, fi in self.boarding[exact].get(from_key, ()):
-            arrivals = self.alighting[pos][exact].get(to_key)
-            if not arrivals:
-                continue
+        for pos, fi in self.boarding.get(from_key, ()):
+            arrivals = self.alighting[pos].get(to_key, [])
             k = bisect_right(arrivals, fi)
             if k < len(arrivals):
                 out.append(Leg(self.trains[pos], day, fi, arrivals[k]))
         return out
 
 
-_STOP_INDEXES: OrderedDict[int, _StopIndex] = OrderedDict()
+def _same_station(name: str) -> str:
+    return name
+
+
+_STOP_INDEXES: OrderedDict[tuple[int, bool], _StopIndex] = OrderedDict()
 _STOP_INDEXES_LOCK = threading.Lock()
 _STOP_INDEXES_KEPT = 16
 
 
-def _stop_index(trains: list[dict[str, Any]]) -> _StopIndex:
-    """The index of a trains list, by identity: worlds share their generated trains read-only (see
-    `shared_world`); a setup that patches the trains makes a new list, and so a new index."""
+def _stop_index(trains: list[dict[str, Any]], exact: bool) -> _StopIndex:
+    """The index of a trains list by station (`exact`) or by city, found by the list's identity:
+    worlds share their generated trains read-only (see `shared_world`); a setup that patches the
+    trains makes a new list, and so a new index."""
+    cache_key = (id(trains), exact)
     with _STOP_INDEXES_LOCK:
-        index = _STOP_INDEXES.get(id(trains))
+        index = _STOP_INDEXES.get(cache_key)
         if index is not None and index.trains is trains:
-            _STOP_INDEXES.move_to_end(id(trains))
+            _STOP_INDEXES.move_to_end(cache_key)
             return index
-    index = _StopIndex(trains)
+    index = _StopIndex(trains, _same_station if exact else city_of)
     with _STOP_INDEXES_LOCK:
-        _STOP_INDEXES[id(trains)] = index
+        _STOP_INDEXES[cache_key] = index
         while len(_STOP_INDEXES) > _STOP_INDEXES_KEPT:
             _STOP_INDEXES.popitem(last=False)
     return index
@@ -463,11 +468,10 @@ def legs_between(
 ) -> list[Leg]:
     """Trains that stop in the from-city and later in the to-city (by city, like the real app): for
     each, its first departure in the from-city and its first arrival in the to-city after that."""
-    index = _stop_index(world["trains"])
     if exact:
-        out = index.legs(from_name, to_name, day, True)
+        out = _stop_index(world["trains"], True).legs(from_name, to_name, day)
     else:
-        out = index.legs(city_of(from_name), city_of(to_name), day, False)
+        out = _stop_index(world["trains"], False).legs(city_of(from_name), city_of(to_name), day)
     out.sort(key=lambda leg: (leg.dep_min % 1440, leg.no))
     return out
 
