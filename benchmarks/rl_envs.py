@@ -9,6 +9,9 @@ processes (one Chromium each) at the model's resolution, then measures:
   bring-up plus every environment's first capture);
 - ``reset_p50_ms`` / ``reset_p95_ms``: single-environment reset latency (restore the task's start
   state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
+  with the screen cache (the default; ``--no-screen-cache`` turns it off) the start screen's image
+  is captured once per worker and reused, re-checked against a new capture now and then
+  (``screen_cache_counts``: images served, stored, re-checked equal, found different);
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
   together with random taps and back keys (each step: act, wait for the page, capture);
 - ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N.
@@ -70,6 +73,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         imports=imports,
         short_side=args.short_side,
         max_steps=500,
+        screen_cache=not args.no_screen_cache,
     )
     bringup = time.perf_counter() - t0
     try:
@@ -98,6 +102,9 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         elapsed = time.perf_counter() - t
         stats = [s for s in venv.pool.stats() if isinstance(s, dict)]
         pss = sum(s["chromium_pss_mib"] for s in stats)
+        cache = {
+            k: sum(s["screen_cache"][k] for s in stats) for k in ("hits", "stored", "verified", "mismatches")
+        }
     finally:
         venv.close()
     ms = np.asarray(resets) * 1000
@@ -111,6 +118,8 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "first_observation_s": round(first_observation, 2),
         "reset_p50_ms": round(float(np.percentile(ms, 50)), 1),
         "reset_p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "screen_cache": not args.no_screen_cache,
+        "screen_cache_counts": cache,
         "steps_per_s": round(steps / elapsed, 1),
         "pss_per_env_mib": round(pss / n, 1),
         "pss_total_mib": round(pss, 1),
@@ -131,6 +140,11 @@ def main() -> None:
     parser.add_argument("--pack", default=None)
     parser.add_argument("--task", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--no-screen-cache",
+        action="store_true",
+        help="capture every reset's screen (EnvConfig.screen_cache off)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

@@ -51,16 +51,17 @@ def host():
     release_shared_host(h)
 
 
+# Without the screen cache: the tests that compare two environments' pixels compare captures.
 @pytest.fixture(scope="module")
 def env(host, packs):
-    e = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host, screen_cache=False)
     yield e
     e.close()
 
 
 @pytest.fixture(scope="module")
 def twin(host, packs):
-    e = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host, screen_cache=False)
     yield e
     e.close()
 

@@ -71,7 +71,7 @@ def test_golden_rollout_over_http_earns_reward_one(client, packs):
 
 
 def test_snapshot_restore_and_batch_step(client, packs):
-    a, b = client.make_many(2, pack=packs["toy"], task_id="buy-item")
+    a, b = client.make_many(2, pack=packs["toy"], task_id="buy-item", screen_cache=False)
     a.reset(seed=1)
     b.reset(seed=2)
     a.step(CLICK_LIST)

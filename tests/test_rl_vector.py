@@ -23,7 +23,15 @@ BACK = '{"type": "key", "key": "back"}'
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory):
     pack = write_pack(tmp_path_factory.mktemp("pack"))
-    env = CloneVectorEnv(4, str(pack), "buy-item", workers=2, imports=("tests.other_toy:register_other_toy",))
+    # without the screen cache: restored environments' pixels are compared as captured
+    env = CloneVectorEnv(
+        4,
+        str(pack),
+        "buy-item",
+        workers=2,
+        imports=("tests.other_toy:register_other_toy",),
+        screen_cache=False,
+    )
     yield env
     env.close()
 

@@ -450,6 +450,18 @@
     });
   }
 
+  // Whether the screen's pixels follow from its HTML alone: nothing counts down, animates, loads,
+  // holds the focus (a caret blinks) or is scrolled (devices/rl/screen_cache.py).
+  function screenIsStill() {
+    if (app().querySelector("[data-countdown]")) return false;
+    if (document.getAnimations && document.getAnimations().length) return false;
+    var active = document.activeElement;
+    if (active && active !== body && active !== document.documentElement) return false;
+    for (var i = 0; i < document.images.length; i++) if (!document.images[i].complete) return false;
+    if (document.fonts && document.fonts.status !== "loaded") return false;
+    return scrollSignature().replace(/[0,;]/g, "") === "";
+  }
+
   function settledNow(waitScroll) {
     return Promise.resolve().then(function () {
       if (!inflight) return null;
@@ -672,6 +684,7 @@
     settled: settled,
     afterTap: afterTap,
     settledDump: settledDump,
+    screenIsStill: screenIsStill,
     tapAcknowledged: tapAcknowledged,
     dumpHierarchy: dumpHierarchy,
     transport: transport,

@@ -68,6 +68,9 @@ class EnvConfig(BaseModel):
     action_max_pixels: int | None = Field(default=None, ge=28 * 28)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     drift: str | dict[str, Any] | None = None
+    # Reuse a host's earlier capture of a still screen that a reset or restore swaps in (checked
+    # against a new capture now and then; devices/rl/screen_cache.py). Steps are always captured.
+    screen_cache: bool = True
 
     def pack_path(self) -> Path:
         return resolve_pack(self.pack)

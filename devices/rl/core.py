@@ -24,6 +24,7 @@ from devices.clone_browser import Emulation
 from devices.clone_device import CloneDevice
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
+from devices.rl.screen_cache import ScreenCache
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
 from realbench.actions import Action, action_from_json, action_to_dict, parse_action
 from realbench.agents.images import ImageSize, target_size
@@ -88,27 +89,34 @@ def parse_policy_action(action: Any) -> Action:
 # to the page before the capture, and the dump's style and layout work is done before the capture
 # asks for a frame instead of holding that frame back. (`CloneDevice` dumps beside its capture:
 # there the capture re-renders the page for its scaled clip, and the dump overlaps that.)
-_SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale]) => {
+_SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale, tick]) => {
   if (screen) window.__rb.apply(screen, true);
-  let t = document.getElementById('rb-frame-tick');
-  if (!t) {
-    t = document.createElement('div');
-    t.id = 'rb-frame-tick';
-    t.style.cssText = 'position:fixed;left:0;top:0;width:1px;height:1px;pointer-events:none;';
-    document.documentElement.appendChild(t);
+  if (tick) {
+    let t = document.getElementById('rb-frame-tick');
+    if (!t) {
+      t = document.createElement('div');
+      t.id = 'rb-frame-tick';
+      t.style.cssText = 'position:fixed;left:0;top:0;width:1px;height:1px;pointer-events:none;';
+      document.documentElement.appendChild(t);
+    }
+    const flip = () => {
+      t.style.backgroundColor = t.style.backgroundColor === 'rgba(0, 0, 0, 0)' ? 'rgba(0, 0, 1, 0)' : 'rgba(0, 0, 0, 0)';
+    };
+    flip();
+    for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
   }
-  const flip = () => {
-    t.style.backgroundColor = t.style.backgroundColor === 'rgba(0, 0, 0, 0)' ? 'rgba(0, 0, 1, 0)' : 'rgba(0, 0, 0, 0)';
-  };
-  flip();
-  for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
-  return window.__rb.settledDump(scale);
+  return window.__rb.settledDump(scale).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
 }"""
 
 
 class RLCloneDevice(CloneDevice):
     """The clone device, plus fresh (invisible) damage before each capture so Chromium draws a
-    new frame for it instead of waiting for its fallback."""
+    new frame for it instead of waiting for its fallback; with a `screen_cache`, the image of a
+    still screen that a reset or restore swaps in is captured once per host (see `ScreenCache`)."""
+
+    def __init__(self, *args: Any, screen_cache: ScreenCache | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.screen_cache = screen_cache
 
     def observe(self) -> Observation:
         return self._observation(self._run(self._ticked_observe(None), "observe"))
@@ -118,10 +126,36 @@ class RLCloneDevice(CloneDevice):
         return self._observation(self._run(self._ticked_observe(screen), "show and observe"))
 
     async def _ticked_observe(self, screen: dict[str, Any] | None) -> tuple[bytes, str]:
-        result = await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale])
+        cache = self.screen_cache if screen is not None else None
+        found = None
+        if cache is not None and screen is not None:
+            found = cache.lookup(ScreenCache.key(self.clone.name, screen, self._look()))
+        # an image about to be served needs no frame drawn for a capture: no ticks then
+        serve = found is not None and found.image is not None
+        result = await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve])
         self._check_settled(result["settled"])
         self._require_page()
-        return await self._capture(), str(result["hierarchy"])
+        hierarchy = str(result["hierarchy"])
+        if cache is None or found is None:
+            return await self._capture(), hierarchy
+        if not result["still"]:
+            cache.not_still()
+            if serve:  # ticks after all, for the capture this screen needs
+                await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [None, self.emulation.scale, True])
+            return await self._capture(), hierarchy
+        if found.image is not None:
+            cache.served()
+            return found.image, hierarchy
+        image = await self._capture()
+        cache.store(found.key, image)
+        return image, hierarchy
+
+    def _look(self) -> dict[str, Any]:
+        return {
+            "emulation": self.emulation.model_dump(mode="json"),
+            "format": self.image_format.value,
+            "quality": self.jpeg_quality,
+        }
 
 
 @dataclass(kw_only=True)
@@ -320,6 +354,7 @@ class EnvCore:
             image_format=ImageFormat(self.config.image.wire_format),
             jpeg_quality=self.config.jpeg_quality,
             serial=f"rl-{self.clone.name}-{self.env_id}",
+            screen_cache=self.host.screen_cache if self.config.screen_cache else None,
         )
         try:
             with self.host.opening_page(browser):

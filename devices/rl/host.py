@@ -34,6 +34,7 @@ from devices.rl.browser import chromium_processes, pss_mib
 from devices.rl.config import EnvConfig
 from devices.rl.core import VERDICT_FIELDS, EnvCore
 from devices.rl.errors import EnvNotFound, ErrorInfo
+from devices.rl.screen_cache import ScreenCache
 from devices.rl.transitions import EnvSnapshot, Transition
 from realbench.errors import DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.taskpack import Task, TaskInstance, TaskPack, load_pack
@@ -119,6 +120,7 @@ class EnvHost:
         self._starts_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="rl-env")
         self._started = False
+        self.screen_cache = ScreenCache()
 
     # --- lifecycle ---
 
@@ -329,6 +331,7 @@ class EnvHost:
             "chromium_pids": sorted(procs),
             "chromium_pss_mib": pss_mib(list(procs)),
             "sessions": len(self.server.store),
+            "screen_cache": self.screen_cache.summary(),
         }
 
     def kill_browser(self) -> list[int]:

@@ -1,0 +1,136 @@
+"""Images of screens a reset or restore swaps in, captured once per host and checked again now and then.
+
+RL environments reset to a handful of start screens (the train-ticketing pack's 78 tasks start on
+3 distinct screens, the bank's 91 on 5), and a GRPO group restores many environments into one
+snapshot's screen. A page that shows a given screen payload on a fresh swap draws the same pixels
+whichever environment's page it is (held by tests/test_rl_vector.py and tests/test_rl_env.py with
+this cache off), so the capture of such a screen is taken once and reused: a reset then costs the
+swap and the hierarchy dump, not the capture (about half of it, docs/benchmarks.md).
+
+Only screens the page reports as still are cached: nothing counting down, animating, loading, focused
+(a caret blinks) or scrolled. The first reuse of every image captures again and compares the bytes,
+and so does every `verify_every`-th reuse after it; a screen whose captures disagree is never cached
+again (logged, and counted in `stats`). Steps never use the cache: what an action changes is captured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENTRIES = 64
+DEFAULT_MAX_BYTES = 32 << 20
+DEFAULT_VERIFY_EVERY = 16
+MAX_UNCACHEABLE = 4096
+
+
+@dataclass
+class ScreenCacheStats:
+    hits: int = 0  # images served without a capture
+    stored: int = 0  # captures of still screens kept
+    verified: int = 0  # reuses that captured again and found the same bytes
+    mismatches: int = 0  # reuses that captured again and found other bytes (the screen is dropped)
+    not_still: int = 0  # screens the page reported as changing by themselves (never cached)
+
+
+@dataclass
+class _Entry:
+    image: bytes
+    reuses: int = 0
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    digest: str
+
+
+@dataclass
+class Lookup:
+    """What to do with a screen: serve `image`, or capture and hand the bytes to `ScreenCache.store`."""
+
+    key: CacheKey
+    image: bytes | None = None
+
+
+@dataclass(eq=False)
+class ScreenCache:
+    """Thread-safe, bounded by entries and bytes (least recently used out first)."""
+
+    entries: int = DEFAULT_ENTRIES
+    max_bytes: int = DEFAULT_MAX_BYTES
+    verify_every: int = DEFAULT_VERIFY_EVERY
+    stats: ScreenCacheStats = field(default_factory=ScreenCacheStats)
+    _images: OrderedDict[CacheKey, _Entry] = field(default_factory=OrderedDict)
+    _uncacheable: OrderedDict[CacheKey, None] = field(default_factory=OrderedDict)
+    _bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @staticmethod
+    def key(clone: str, screen: dict[str, Any], look: dict[str, Any]) -> CacheKey:
+        """`look`: everything besides the payload that changes the pixels (emulation, encoding)."""
+        text = json.dumps([clone, screen.get("route"), screen.get("html"), look], sort_keys=True)
+        return CacheKey(hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def lookup(self, key: CacheKey) -> Lookup:
+        with self._lock:
+            entry = self._images.get(key)
+            if entry is None:
+                return Lookup(key)
+            self._images.move_to_end(key)
+            entry.reuses += 1
+            if entry.reuses == 1 or entry.reuses % self.verify_every == 0:
+                return Lookup(key)  # capture again; `store` compares
+            return Lookup(key, entry.image)
+
+    def store(self, key: CacheKey, image: bytes) -> None:
+        """The bytes a capture of `key`'s screen gave (after a `lookup` that served nothing)."""
+        with self._lock:
+            if key in self._uncacheable:
+                return
+            entry = self._images.get(key)
+            if entry is not None:
+                if entry.image == image:
+                    self.stats.verified += 1
+                    return
+                self.stats.mismatches += 1
+                self._forget(key)
+                self._uncacheable[key] = None
+                while len(self._uncacheable) > MAX_UNCACHEABLE:
+                    self._uncacheable.popitem(last=False)
+                log.warning(
+                    "a screen drew other pixels on another capture (%d and %d bytes); it is no longer cached",
+                    len(entry.image),
+                    len(image),
+                )
+                return
+            if len(image) > self.max_bytes:
+                return
+            self._images[key] = _Entry(image)
+            self._bytes += len(image)
+            self.stats.stored += 1
+            while len(self._images) > self.entries or self._bytes > self.max_bytes:
+                self._forget(next(iter(self._images)))
+
+    def served(self) -> None:
+        """A looked-up image was used as the observation (the page reported its screen still)."""
+        with self._lock:
+            self.stats.hits += 1
+
+    def not_still(self) -> None:
+        with self._lock:
+            self.stats.not_still += 1
+
+    def summary(self) -> dict[str, int]:
+        with self._lock:
+            return {**asdict(self.stats), "images": len(self._images), "bytes": self._bytes}
+
+    def _forget(self, key: CacheKey) -> None:
+        entry = self._images.pop(key)
+        self._bytes -= len(entry.image)

@@ -1,0 +1,238 @@
+"""The screen cache: a still screen's image is captured once per host and reused by resets and
+restores, checked against new captures, never used for a screen that changes by itself or for a
+step. Evidence is the page's own capture, taken beside the cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from devices.rl.gym_env import RealbenchEnv
+from devices.rl.host import EnvHost
+from devices.rl.screen_cache import ScreenCache
+from tests.rl_support import write_pack
+
+CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
+LOOK = {"emulation": {"width": 412, "height": 915, "scale": 1.0}, "format": "jpeg", "quality": 80}
+SCREEN = {"version": 3, "route": "home", "html": "<h1>首页</h1>"}
+
+
+def _key(screen=SCREEN, look=LOOK, clone="toy"):
+    return ScreenCache.key(clone, screen, look)
+
+
+# --- the cache on its own -----------------------------------------------------------------------
+
+
+def test_an_image_is_served_only_after_a_second_capture_agreed():
+    cache = ScreenCache(verify_every=4)
+    key = _key()
+    assert cache.lookup(key).image is None
+    cache.store(key, b"shot")
+    assert cache.lookup(key).image is None  # the first reuse captures again
+    cache.store(key, b"shot")
+    served = [cache.lookup(key).image for _ in range(6)]
+    # reuses 2, 3 are served, 4 captures again, 5, 6, 7 are served
+    assert served == [b"shot", b"shot", None, b"shot", b"shot", b"shot"]
+    assert cache.summary()["stored"] == 1 and cache.summary()["verified"] == 1
+
+
+def test_a_screen_whose_captures_disagree_is_never_cached_again():
+    cache = ScreenCache()
+    key = _key()
+    cache.store(key, b"one")
+    assert cache.lookup(key).image is None
+    cache.store(key, b"two")
+    summary = cache.summary()
+    assert summary["mismatches"] == 1 and summary["images"] == 0 and summary["bytes"] == 0
+    cache.store(key, b"two")
+    cache.store(key, b"two")
+    assert all(cache.lookup(key).image is None for _ in range(40))
+    assert cache.summary()["images"] == 0
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        _key(screen={**SCREEN, "html": "<h1>首页 </h1>"}),
+        _key(screen={**SCREEN, "route": "list"}),
+        _key(look={**LOOK, "quality": 81}),
+        _key(look={**LOOK, "emulation": {**LOOK["emulation"], "scale": 1.5}}),
+        _key(clone="bank"),
+    ],
+)
+def test_anything_that_changes_the_pixels_changes_the_key(other):
+    assert other != _key()
+
+
+def test_the_version_alone_does_not_change_the_key():
+    assert _key(screen={**SCREEN, "version": 9}) == _key()
+
+
+def test_the_cache_is_bounded_by_entries_and_bytes():
+    cache = ScreenCache(entries=2, max_bytes=10)
+    keys = [_key(screen={**SCREEN, "html": str(i)}) for i in range(3)]
+    for key in keys:
+        cache.store(key, b"1234")
+    assert cache.summary()["images"] == 2 and cache.lookup(keys[0]).image is None  # oldest out
+    cache.store(_key(screen={**SCREEN, "html": "big"}), b"12345678")
+    assert cache.summary()["bytes"] <= 10
+    cache.store(_key(screen={**SCREEN, "html": "huge"}), b"x" * 11)
+    assert cache.summary()["bytes"] <= 10
+
+
+# --- in a host's environments -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    return str(write_pack(tmp_path_factory.mktemp("pack")))
+
+
+@pytest.fixture
+def host():
+    h = EnvHost().start()
+    yield h
+    h.close()
+
+
+def _page_capture(host: EnvHost, env: RealbenchEnv) -> bytes:
+    device = host.env(env.env_id)._device
+    return device._run(device._capture(), "capture")
+
+
+def _image(env: RealbenchEnv) -> bytes:
+    assert env._last is not None
+    return env._last.observation.image
+
+
+@pytest.mark.browser
+def test_resets_serve_the_start_screen_that_the_page_itself_draws(host, pack):
+    envs = [RealbenchEnv(pack, "buy-item", host=host, image="jpeg") for _ in range(2)]
+    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+    try:
+        envs[0].reset(seed=1)  # captured and kept
+        envs[1].reset(seed=2)  # the first reuse: captured again, compared
+        assert host.screen_cache.summary() | {"bytes": 0} == {
+            "hits": 0,
+            "stored": 1,
+            "verified": 1,
+            "mismatches": 0,
+            "not_still": 0,
+            "images": 1,
+            "bytes": 0,
+        }
+        for env in envs:
+            env.step(CLICK_LIST)  # the pages show something else
+        envs[0].reset(seed=3)  # served
+        summary = host.screen_cache.summary()
+        assert summary["hits"] == 1 and summary["mismatches"] == 0
+        served = _image(envs[0])
+        assert served == _page_capture(host, envs[0])
+        plain.reset(seed=3)
+        assert _image(plain) == served
+        # a step captures what the action changed: no cache
+        envs[0].step(CLICK_LIST)
+        assert host.screen_cache.summary()["hits"] == 1
+        assert _image(envs[0]) != served
+    finally:
+        for env in (*envs, plain):
+            env.close()
+
+
+@pytest.mark.browser
+def test_a_wrong_cached_image_is_caught_by_the_next_check_and_never_served(host, pack):
+    host.screen_cache.verify_every = 1  # every reuse captures again
+    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+    try:
+        env.reset(seed=1)
+        [entry] = host.screen_cache._images.values()
+        entry.image = b"\xff\xd8 not what the page draws"
+        env.reset(seed=2)
+        plain.reset(seed=2)
+        assert _image(env) == _image(plain) == _page_capture(host, env)
+        env.reset(seed=3)
+        env.reset(seed=4)
+        summary = host.screen_cache.summary()
+        assert summary["mismatches"] == 1 and summary["hits"] == 0 and summary["images"] == 0
+    finally:
+        env.close()
+        plain.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    "html",
+    [
+        '<button data-ev="skip" data-countdown="5">跳过 5</button>',
+        '<style>@keyframes spin{to{transform:rotate(1turn)}}</style><div style="animation:spin 1s infinite">载入</div>',
+    ],
+    ids=["countdown", "animation"],
+)
+def test_a_screen_that_changes_by_itself_is_always_captured(host, pack, html):
+    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    try:
+        env.reset(seed=1)
+        device = host.env(env.env_id)._device
+        screen = {"version": 99, "route": "home", "html": html}
+        for _ in range(3):
+            obs = device.show_and_observe(screen)
+            assert obs.screenshot.data
+        summary = host.screen_cache.summary()
+        assert summary["not_still"] == 3 and summary["hits"] == 0
+        assert summary["stored"] == 1  # the toy's start screen from the reset, nothing else
+    finally:
+        env.close()
+
+
+@pytest.mark.browser
+def test_restores_into_one_snapshot_share_a_checked_image(host, pack):
+    envs = [RealbenchEnv(pack, "buy-item", host=host, image="jpeg") for _ in range(4)]
+    try:
+        envs[0].reset(seed=5)
+        envs[0].step(CLICK_LIST)
+        snap = envs[0].snapshot()
+        images = []
+        for env in envs[1:]:
+            env.restore(snap)
+            images.append(_image(env))
+        assert len(set(images)) == 1
+        assert images[-1] == _page_capture(host, envs[-1])
+        summary = host.screen_cache.summary()
+        assert summary["hits"] >= 1 and summary["mismatches"] == 0
+        pixels = envs[-1]._last.observation.pixels()
+        assert pixels.shape[2] == 3 and np.asarray(pixels).std() > 0
+    finally:
+        for env in envs:
+            env.close()
+
+
+@pytest.mark.browser
+def test_the_page_calls_a_focused_or_scrolled_screen_not_still(host, pack):
+    """Swaps drop the focus and the scroll positions, so these come from the page's own checks."""
+    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    try:
+        env.reset(seed=1)
+        device = host.env(env.env_id)._device
+        tall = "".join(f"<p>行{i}</p>" for i in range(200))
+        device.show(
+            {
+                "version": 99,
+                "route": "home",
+                "html": f'<input id="q"><div class="scroll" id="s" style="height:200px">{tall}</div>',
+            }
+        )
+
+        def still(script: str) -> bool:
+            return device._run(
+                device._page_eval(f"() => {{ {script}; return window.__rb.screenIsStill(); }}"), "check"
+            )
+
+        assert still("")
+        assert not still("document.getElementById('q').focus()")
+        assert still("document.getElementById('q').blur()")
+        assert not still("document.getElementById('s').scrollTop = 40")
+        assert still("document.getElementById('s').scrollTop = 0")
+    finally:
+        env.close()
