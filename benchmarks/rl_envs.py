@@ -3,10 +3,11 @@
 For each environment count N it builds a `CloneVectorEnv` of N live environments over W worker
 processes (one Chromium each) at the model's resolution, then measures:
 
-- ``bringup_s``: from nothing to N environments showing their first screen (worker processes,
-  browsers, clone sessions, pages loaded with the clone's runtime ready; nothing captured yet);
+- ``bringup_s``: from nothing to N environments ready for their first reset (worker processes,
+  browsers, clone sessions, pages loaded with the clone's runtime ready; their screens are empty
+  until that reset swaps one in, and nothing is captured yet);
 - ``first_observation_s``: from nothing to the first batched reset's observations of all N (the
-  bring-up plus every environment's first capture);
+  bring-up plus every environment's first screen, drawn and captured);
 - ``reset_p50_ms`` / ``reset_p95_ms``: single-environment reset latency (restore the task's start
   state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
   with the screen cache (the default; ``--no-screen-cache`` turns it off) the start screen's image

@@ -17,7 +17,8 @@ JSON API (all under /api):
                                            runtime uses once the socket is open, the POST otherwise
   DELETE /api/sessions/{sid}
   GET    /api/clones, GET /healthz
-Pages: GET /s/{sid} (the whole page), GET /s/{sid}/screen -> {version, route, html}.
+Pages: GET /s/{sid} (the whole page; ``?screen=none``: without the screen), GET /s/{sid}/screen ->
+{version, route, html}.
 
 What the page shell adds around a clone's `render(state)`: the shared stylesheet
 (clones/static/base.css) plus the clone's optional `stylesheet` text, a status bar with the virtual
@@ -388,7 +389,9 @@ def render_screen(session: Session) -> str:
     return f'{_status_bar(state)}<main class="rb-screen">{shift}{app_html}</main>{overlay}'
 
 
-def render_page(session: Session) -> str:
+def render_page(session: Session, *, with_screen: bool = True) -> str:
+    """The whole page; `with_screen=False` leaves #app empty for a client that swaps the first
+    screen in itself (an RL page: every episode starts with a reset that shows its screen)."""
     clone = session.clone
     extra_css = getattr(clone, "stylesheet", "") or ""
     extra = f"<style>{extra_css}</style>" if extra_css else ""
@@ -398,7 +401,7 @@ def render_page(session: Session) -> str:
         f"<title>{html.escape(clone.title)}</title><style>{_asset('base.css')}</style>{extra}</head>"
         f'<body data-session="{session.id}" data-version="{session.version}" '
         f'data-route="{html.escape(str(session.state["ui"]["route"]))}" data-package="{html.escape(clone.package)}">'
-        f'<div id="app">{render_screen(session)}</div>'
+        f'<div id="app">{render_screen(session) if with_screen else ""}</div>'
         f"<script>{_asset('runtime.js')}</script></body></html>"
     )
 
@@ -573,8 +576,9 @@ def create_app(
     async def page(request: Request) -> Response:
         try:
             session = store.get(request.path_params["sid"])
+            with_screen = request.query_params.get("screen") != "none"
             with session.lock:
-                return HTMLResponse(render_page(session))
+                return HTMLResponse(render_page(session, with_screen=with_screen))
         except ApiError as exc:
             return HTMLResponse(f"<h1>{html.escape(exc.message)}</h1>", status_code=exc.status)
         except Exception:

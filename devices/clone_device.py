@@ -56,6 +56,8 @@ _serials = itertools.count(1)
 class CloneDevice:
     """One environment's page. Implements `realbench.device.Device`."""
 
+    page_query = ""  # added to the page's URL (RLCloneDevice opens its pages without a screen)
+
     def __init__(
         self,
         pool: BrowserPool,
@@ -198,7 +200,7 @@ class CloneDevice:
         log.warning("page of %s crashed", self._serial)
 
     async def _open(self, session: str) -> None:
-        url = f"{self.server_url}/s/{session}"
+        url = f"{self.server_url}/s/{session}{self.page_query}"
         if self._page is None:
             self._cdp = None
             opened = await self.pool.open_page(self.emulation, url, tuple(sorted(self._headers.items())))

@@ -57,6 +57,15 @@ def test_create_builds_state_from_setup_and_serves_page(client):
     assert ToyShop().render(st) in page.text  # the clone's screen, verbatim
 
 
+def test_a_page_without_its_screen_has_the_shell_and_an_empty_app(client):
+    sid = new_session(client, setup={"seed": 3, "clock": "2026-03-05T08:30:00"})
+    page = client.get(f"/s/{sid}?screen=none")
+    assert page.status_code == 200
+    assert '<div id="app"></div>' in page.text and "window.__rb" in page.text
+    assert ToyShop().render(state(client, sid)) not in page.text and ">08:30<" not in page.text
+    assert f'data-session="{sid}"' in page.text
+
+
 def test_events_navigate_bump_version_and_return_screen(client):
     sid = new_session(client)
     v0 = client.get(f"/s/{sid}/screen").json()["version"]

@@ -152,6 +152,21 @@ def test_golden_plan_earns_the_verifier_reward(host, packs, shaped):
     assert total == pytest.approx(2.0 if shaped else 1.0)
 
 
+def test_pages_open_without_a_screen_and_the_first_reset_shows_one(host, packs):
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    try:
+        device = host.env(e.env_id)._device
+
+        def app_html() -> str:
+            return device._run(device._page_eval("() => document.getElementById('app').innerHTML"), "app")
+
+        assert app_html() == ""
+        obs, _ = e.reset(seed=0)
+        assert "商品列表" in obs["hierarchy"] and "商品列表" in app_html()
+    finally:
+        e.close()
+
+
 def test_wrong_purchase_and_giving_up_earn_nothing(env):
     env.reset(seed=3, options={"instance_seed": 3})
     item = env._host.env(env.env_id)._episode.instance.params["item"]

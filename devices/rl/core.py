@@ -114,6 +114,10 @@ class RLCloneDevice(CloneDevice):
     new frame for it instead of waiting for its fallback; with a `screen_cache`, the image of a
     still screen that a reset or restore swaps in is captured once per host (see `ScreenCache`)."""
 
+    # Every episode starts with a reset or restore that swaps its screen in, so a page opens without
+    # one: the renderer and the compositor do not lay out and draw a screen nobody captures.
+    page_query = "?screen=none"
+
     def __init__(self, *args: Any, screen_cache: ScreenCache | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.screen_cache = screen_cache
@@ -192,7 +196,7 @@ class EnvCore:
     # --- lifecycle ---
 
     def open(self) -> None:
-        """Create the clone session and its page (bring-up), showing the first task's start state."""
+        """Create the clone session and its page (bring-up); the first reset shows a screen."""
         with self.lock:
             self._ensure_page()
 
@@ -332,8 +336,8 @@ class EnvCore:
         return self.host.start_state(self.clone, task, task.instantiate(0, task.clone.setup.clock.date()))
 
     def _ensure_page(self) -> None:
-        """A live page showing a session of this clone (new ones after a crash or on first use),
-        opened at the first task's start screen and not captured until an episode needs it."""
+        """A live page of a session of this clone (new ones after a crash or on first use), its
+        session at the first task's start state and its screen empty until a reset or restore."""
         if self._device is not None and not self.stale and self._session is not None:
             return
         if self._device is not None:
