@@ -46,14 +46,15 @@ START_CACHE = 512
 # The GPU thread in the browser process saves a ~70 MiB process per browser (software compositing
 # either way: --disable-gpu); local clone pages need no site isolation, and a renderer limit keeps
 # fresh tabs from each spawning a renderer before they join their site's (one measurement at 30
-# environments per browser: 23.6 -> 21.2 MiB PSS per environment, bring-up 6.0 -> 5.4 s). Without
-# the 60 Hz frame limit a capture gets its frame sooner; pages without damage draw nothing either
-# way (measured with 40 environments: idle CPU unchanged, reset p50 50 -> 41 ms, steps/s 39 -> 51).
+# environments per browser: 23.6 -> 21.2 MiB PSS per environment, bring-up 6.0 -> 5.4 s). The
+# 60 Hz frame limit stays: without it the display compositor ticks as fast as it can while any
+# page wants frames, as 50 loading pages do, and that took a core's share from the pages (100
+# environments up in 12-14 s with the limit against 16-18 s without; step and reset latency the
+# same within the noise now that every capture brings its own damage; docs/benchmarks.md).
 RL_BROWSER_ARGS = (
     "--in-process-gpu",
     "--disable-site-isolation-trials",
     "--renderer-process-limit=2",
-    "--disable-frame-rate-limit",
 )
 MAX_THREADS = 128
 
