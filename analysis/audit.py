@@ -93,34 +93,58 @@ def indicator_design_effect(tasks: np.ndarray, hits: np.ndarray) -> float:
     return max(1.0, 1.0 + (m_bar - 1.0) * res.icc)
 
 
+def kish_n(weights: np.ndarray) -> float:
+    """Kish's effective size (Σw)²/Σw² of a weighted sample: n when the weights are equal."""
+    w = np.asarray(weights, dtype=float)
+    s2 = float(np.sum(w * w))
+    return float(np.sum(w)) ** 2 / s2 if s2 > 0 else 0.0
+
+
 def clustered_rate(
     tasks: np.ndarray,
     hits: np.ndarray,
     rng: np.random.Generator | None = None,
     n_resamples: int = 2000,
     z: float = 1.96,
+    weights: np.ndarray | None = None,
 ) -> Rate:
     """k/n over episodes grouped in tasks: Wilson on n/deff (this indicator's own design effect)
-    and a task-cluster bootstrap percentile interval (tasks resampled, a task's runs together)."""
+    and a task-cluster bootstrap percentile interval (tasks resampled, a task's runs together).
+
+    With ``weights`` (inverse inclusion probabilities of the labels' sampling design) the value is
+    the Hájek ratio Σw·hit/Σw, and the Wilson interval is taken on Kish's effective size divided
+    by the design effect; ``k`` and ``n`` stay the raw labelled counts."""
     hits = hits.astype(bool)
     n = int(hits.size)
     if n == 0:
         return Rate(None, 0, 0, None)
     k = int(hits.sum())
     deff = indicator_design_effect(tasks, hits)
-    base = _rate(k, n, deff, z)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
+    if weights is None:
+        base = _rate(k, n, deff, z)
+    else:
+        value = float(np.sum(w * hits) / np.sum(w))
+        n_eff = kish_n(w) / deff
+        lo, hi = wilson(value * n_eff, n_eff, z)
+        if k == 0:
+            lo = 0.0
+        if k == n:
+            hi = 1.0
+        base = Rate(value, k, n, (float(lo), float(hi)), n / n_eff if n_eff else deff)
     uniq, inv = np.unique(tasks.astype(str), return_inverse=True)
     boot = None
-    if rng is not None and uniq.size >= 2 and n_resamples > 0:
-        per_task_k = np.bincount(inv, weights=hits.astype(float), minlength=uniq.size)
-        per_task_n = np.bincount(inv, minlength=uniq.size).astype(float)
+    # A proportion at 0 or 1 resamples to itself: a [0, 0] or [1, 1] interval would look certain.
+    if rng is not None and uniq.size >= 2 and n_resamples > 0 and 0 < k < n:
+        per_task_k = np.bincount(inv, weights=w * hits.astype(float), minlength=uniq.size)
+        per_task_n = np.bincount(inv, weights=w, minlength=uniq.size).astype(float)
         counts = resample_counts(np.zeros(uniq.size, dtype=np.int64), n_resamples, rng)
         with np.errstate(invalid="ignore", divide="ignore"):
             values = (counts @ per_task_k) / (counts @ per_task_n)
         values = values[np.isfinite(values)]
         if values.size:
             boot = (float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975)))
-    return Rate(base.value, k, n, base.ci, deff, int(uniq.size), boot)
+    return Rate(base.value, k, n, base.ci, base.design_effect, int(uniq.size), boot)
 
 
 @dataclass(frozen=True)
@@ -168,18 +192,31 @@ def judge_metrics(
     tasks: np.ndarray | None = None,
     rng: np.random.Generator | None = None,
     n_resamples: int = 2000,
+    weights: np.ndarray | None = None,
 ) -> JudgeMetrics:
     """Se, Sp, FPR, FNR, PPV, NPV and accuracy with Wilson intervals. With ``tasks`` each metric
-    has its own design effect and a task-cluster bootstrap interval; without, Wilson on n/deff."""
+    has its own design effect and a task-cluster bootstrap interval; without, Wilson on n/deff.
+    With ``weights`` (labels drawn by judge verdict: each label weighs N_h/n_h of its side ×
+    verdict stratum) every rate is the weighted one, so Se = PPV·q/p and Sp = NPV·(1 − q)/(1 − p)
+    within a stratum; the confusion counts stay raw (what was labelled)."""
     c = _confusion(truth, verdict)
+    if tasks is None and weights is not None:
+        tasks = np.arange(truth.size).astype(str)
     if tasks is not None:
         t = truth.astype(bool)
         v = verdict.astype(bool)
+        task_ids = tasks
 
         def cr(mask: np.ndarray, hit: np.ndarray) -> Rate:
-            return clustered_rate(tasks[mask], hit[mask], rng, n_resamples)
+            w = None if weights is None else np.asarray(weights, dtype=float)[mask]
+            return clustered_rate(task_ids[mask], hit[mask], rng, n_resamples, weights=w)
 
-        f1c = 2 * c.tp / (2 * c.tp + c.fp + c.fn) if (2 * c.tp + c.fp + c.fn) else None
+        if weights is None:
+            f1c = 2 * c.tp / (2 * c.tp + c.fp + c.fn) if (2 * c.tp + c.fp + c.fn) else None
+        else:
+            w_all = np.asarray(weights, dtype=float)
+            tp, fp, fn = (float(np.sum(w_all[m])) for m in (t & v, ~t & v, t & ~v))
+            f1c = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
         every = np.ones(t.size, dtype=bool)
         return JudgeMetrics(
             confusion=c,
@@ -239,9 +276,20 @@ class CorrectedRate:
     n_tasks: int = 0
     design_effect: float = 1.0
     note: str = ""
+    # What the data identifies when the corrected rate is refused: the interval every value of the
+    # missing quantity allows (None when not even that is known).
+    bounds: tuple[float, float] | None = None
+    clipped: bool = False  # the estimator's raw value fell outside [0, 1] and was clipped
+
+    @property
+    def estimable(self) -> bool:
+        return self.corrected_rate is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return as_result_dict(self)
+        out = as_result_dict(self)
+        out["estimable"] = self.estimable
+        out["reason"] = "" if self.estimable else self.note
+        return out
 
 
 @dataclass(frozen=True)
@@ -257,7 +305,9 @@ class JudgeAudit:
     sampled_by_verdict: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return as_result_dict(self)
+        out = as_result_dict(self)
+        out["corrected"] = [c.to_dict() for c in self.corrected]
+        return out
 
 
 @dataclass(frozen=True)
@@ -322,118 +372,246 @@ def _design_effect(tasks: np.ndarray, errors: np.ndarray) -> float:
 
 
 def _group_errors(lab: pd.DataFrame, by: str, rng: np.random.Generator) -> list[GroupError]:
+    """Error, FPR and FNR per group; weighted by the labels' design weights (column ``w``)."""
     out = []
     for key, g in lab.groupby(by, sort=True, observed=True):
         t = g["truth"].to_numpy(bool)
         v = g["verdict"].to_numpy(bool)
         tasks = g["task"].to_numpy()
+        w = g["w"].to_numpy(float) if "w" in g.columns else np.ones(len(g))
         out.append(
             GroupError(
                 by,
                 str(key),
-                clustered_rate(tasks, t != v, rng),
-                clustered_rate(tasks[~t], v[~t], rng),
-                clustered_rate(tasks[t], ~v[t], rng),
+                clustered_rate(tasks, t != v, rng, weights=w),
+                clustered_rate(tasks[~t], v[~t], rng, weights=w[~t]),
+                clustered_rate(tasks[t], ~v[t], rng, weights=w[t]),
             )
         )
     return out
 
 
-def _validation_for(
-    lab: pd.DataFrame, model: str, side: str, pooled: JudgeMetrics
-) -> tuple[JudgeMetrics, str]:
-    """Se/Sp (or PPV/NPV) for one model on one side: from that model's labelled episodes on that
-    side when they have positives and negatives, else that model's on every side, else pooled."""
-    for subset, note in (
-        (lab[(lab["model"] == model) & (lab["side"] == side)], ""),
-        (
-            lab[lab["model"] == model],
-            f"no labelled positives and negatives of this model on {side}: its labels on every side used",
-        ),
-    ):
-        if len(subset) and subset["truth"].any() and (~subset["truth"].astype(bool)).any():
-            m = judge_metrics(
-                subset["truth"].to_numpy(bool),
-                subset["verdict"].to_numpy(bool),
-                tasks=subset["task"].to_numpy(),
-            )
-            return m, note
-    return pooled, "no validation positives/negatives for this model: pooled Se/Sp used"
+def design_weights(judged: pd.DataFrame, lab: pd.DataFrame) -> np.ndarray:
+    """Each label's weight N_h/n_h, its side × verdict stratum's judged over labelled episodes: the
+    inverse of its inclusion probability when the labels are a simple random sample within each
+    stratum, as `realbench audit --plan-labels` draws them."""
+    n_judged = judged.groupby(["side", "verdict"]).size()
+    n_lab = lab.groupby(["side", "verdict"]).size()
+    keys = list(zip(lab["side"], lab["verdict"].astype(bool), strict=True))
+    return np.array([n_judged[k] / n_lab[k] for k in keys], dtype=float)
+
+
+def _youden_lower(se: Rate, sp: Rate, z: float = 1.96) -> float:
+    """Lower confidence bound of Se + Sp − 1 from the two rates' effective sizes."""
+    assert se.value is not None and sp.value is not None
+    var = se.value * (1 - se.value) / max(se.n_eff, 1.0) + sp.value * (1 - sp.value) / max(sp.n_eff, 1.0)
+    return se.value + sp.value - 1 - z * math.sqrt(var)
+
+
+class _Refused(Exception):
+    """The corrected rate is not identified by these data (message: why; bounds: what is)."""
+
+    def __init__(self, why: str, bounds: tuple[float, float] | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.bounds = bounds
+
+
+@dataclass(frozen=True)
+class _Corrected:
+    p: float
+    var: float
+    method: str
+    se_used: float | None
+    sp_used: float | None
+    note: str = ""
+    clipped: bool = False
+
+
+def _labels_for(lab: pd.DataFrame, model: str, side: str) -> pd.DataFrame:
+    return lab[(lab["model"] == model) & (lab["side"] == side)]
+
+
+def _strata_rate(rows: pd.DataFrame, judge_positive: bool) -> Rate:
+    """PPV (judge-positives) or NPV (judge-negatives) of labelled rows, task-clustered."""
+    sel = rows[rows["verdict"].astype(bool) == judge_positive]
+    truth = sel["truth"].astype(bool).to_numpy()
+    return clustered_rate(sel["task"].to_numpy(), truth if judge_positive else ~truth)
+
+
+def _double_sampled(
+    g: pd.DataFrame, lab: pd.DataFrame, model: str, side: str, q: float, n_eff: float, borrow: str | None
+) -> _Corrected:
+    """p = PPV·q + (1 − NPV)(1 − q) with PPV and NPV from this model × side's own labels. A verdict
+    stratum with no labels is not identified: refused with the bounds the other stratum implies,
+    unless the user asked to borrow that stratum from another side."""
+    here = _labels_for(lab, model, side)
+    ppv, npv = _strata_rate(here, True), _strata_rate(here, False)
+    notes = []
+    if (ppv.value is None or npv.value is None) and borrow and borrow != side:
+        there = _labels_for(lab, model, borrow)
+        for name, rate, positive in (("PPV", ppv, True), ("NPV", npv, False)):
+            if rate.value is None:
+                got = _strata_rate(there, positive)
+                if got.value is not None:
+                    notes.append(
+                        f"{name} borrowed from {borrow} (--borrow-from {borrow}): assumes the judge errs alike"
+                    )
+                    if positive:
+                        ppv = got
+                    else:
+                        npv = got
+    if ppv.value is None and npv.value is None:
+        raise _Refused(
+            f"no labelled episodes of {model} on {side}: the corrected rate is not identified", (0.0, 1.0)
+        )
+    if npv.value is None:
+        assert ppv.value is not None
+        lo = q * ppv.value
+        raise _Refused(
+            f"no labelled judge-negatives of {model} on {side}: NPV is not identified; the rate lies in "
+            f"[q·PPV, q·PPV + (1 − q)] (label some judge-negatives, or --borrow-from clone)",
+            (lo, lo + (1 - q)),
+        )
+    if ppv.value is None:
+        lo = (1 - q) * (1 - npv.value)
+        raise _Refused(
+            f"no labelled judge-positives of {model} on {side}: PPV is not identified; the rate lies in "
+            f"[(1 − q)(1 − NPV), (1 − q)(1 − NPV) + q] (label some judge-positives, or --borrow-from clone)",
+            (lo, lo + q),
+        )
+    n_pos = int(g["verdict"].astype(bool).sum())
+    n_neg = len(g) - n_pos
+    p = double_sampling(q, ppv.value, npv.value)
+    var = double_sampling_variance(
+        q,
+        ppv.value,
+        npv.value,
+        n_eff,
+        max(ppv.n_eff, 1.0),
+        max(npv.n_eff, 1.0),
+        fpc_pos=max(1 - ppv.n / n_pos, 0.0) if n_pos else 1.0,
+        fpc_neg=max(1 - npv.n / n_neg, 0.0) if n_neg else 1.0,
+    )
+    # Se/Sp implied by PPV, NPV and q (the labelled set alone is biased when drawn by verdict).
+    se_used = ppv.value * q / p if p > 0 else None
+    sp_used = npv.value * (1 - q) / (1 - p) if p < 1 else None
+    return _Corrected(p, var, "double-sampling", se_used, sp_used, "; ".join(notes))
+
+
+def _rogan_gladen_rate(
+    lab: pd.DataFrame, model: str, side: str, q: float, n_eff: float, borrow: str | None
+) -> _Corrected:
+    """Rogan–Gladen with Se/Sp from this model × side's labels (or, when asked, another side's);
+    refused when the judge is not shown to be better than chance there."""
+    notes = []
+    rows = _labels_for(lab, model, side)
+    truth = rows["truth"].astype(bool)
+    if not (truth.any() and (~truth).any()) and borrow and borrow != side:
+        rows = _labels_for(lab, model, borrow)
+        truth = rows["truth"].astype(bool)
+        notes.append(f"Se/Sp borrowed from {borrow} (--borrow-from {borrow}): assumes the judge errs alike")
+    if not (truth.any() and (~truth).any()):
+        raise _Refused(
+            f"no labelled positives and negatives of {model} on {side}: Se/Sp are not identified there "
+            "(label some, or --borrow-from clone to assume the judge errs alike on both sides)"
+        )
+    m = judge_metrics(truth.to_numpy(), rows["verdict"].to_numpy(bool), tasks=rows["task"].to_numpy())
+    assert m.se.value is not None and m.sp.value is not None
+    youden = m.se.value + m.sp.value - 1
+    lower = _youden_lower(m.se, m.sp)
+    if lower <= 0:
+        raise _Refused(
+            f"the judge is not shown to beat chance for {model} on {side}: Se + Sp − 1 = {youden:.3f}, "
+            f"its 95% lower bound {lower:.3f} ≤ 0, so Rogan–Gladen cannot be inverted"
+        )
+    raw = (q + m.sp.value - 1) / youden
+    p = rogan_gladen(q, m.se.value, m.sp.value)
+    clipped = not 0.0 <= raw <= 1.0
+    if clipped:
+        notes.append(f"Rogan–Gladen gave {raw:.3f}, clipped to {p:.0f}")
+    # Effective sizes throughout: the judged verdicts and the validation labels are clustered in
+    # tasks just as the Wilson intervals beside them assume.
+    var = rogan_gladen_variance(q, m.se.value, m.sp.value, n_eff, max(m.se.n_eff, 1.0), max(m.sp.n_eff, 1.0))
+    return _Corrected(p, var, "rogan-gladen", m.se.value, m.sp.value, "; ".join(notes), clipped)
 
 
 def _corrected_rates(
-    judged: pd.DataFrame, lab: pd.DataFrame, judge: str, pooled: JudgeMetrics, sampled_by_verdict: bool
+    judged: pd.DataFrame,
+    lab: pd.DataFrame,
+    judge: str,
+    sampled_by_verdict: bool,
+    borrow_from: str | None = None,
 ) -> list[CorrectedRate]:
     out = []
     for (model, side), g in judged.groupby(["model", "side"], sort=True, observed=True):
+        model, side = str(model), str(side)
         v = g["verdict"].to_numpy(bool)
         n = v.size
         q = float(v.mean())
-        deff_q = indicator_design_effect(g["task"].to_numpy(), v)
+        tasks = g["task"].to_numpy()
+        deff_q = indicator_design_effect(tasks, v)
         n_tasks = int(g["task"].nunique())
-        lm = lab[(lab["model"] == model) & (lab["side"] == side)]
+        lm = _labels_for(lab, model, side)
         true_rate = float(lm["truth"].astype(bool).mean()) if len(lm) else None
-        m, note = _validation_for(lab, str(model), str(side), pooled)
+        common = dict(judge=judge, model=model, side=side, n_judged=n, judged_rate=q)
+        if len(lm) == n:
+            # Every judged episode has ground truth: the truth rate is the rate, no correction.
+            truth = lm["truth"].astype(bool).to_numpy()
+            r = clustered_rate(lm["task"].to_numpy(), truth)
+            assert r.value is not None
+            out.append(
+                CorrectedRate(
+                    **common,
+                    corrected_rate=r.value,
+                    corrected_se=math.sqrt(r.value * (1 - r.value) / max(r.n_eff, 1.0)),
+                    method="observed truth",
+                    se_used=None,
+                    sp_used=None,
+                    true_rate_labelled=true_rate,
+                    n_tasks=n_tasks,
+                    design_effect=r.design_effect,
+                    note="every judged episode is labelled: the truth rate itself, no correction",
+                )
+            )
+            continue
         try:
             if sampled_by_verdict:
-                if m.ppv.value is None or m.npv.value is None:
-                    raise AnalysisError("PPV or NPV undefined: no audited judge-positives or judge-negatives")
-                p = double_sampling(q, m.ppv.value, m.npv.value)
-                var = double_sampling_variance(
-                    q, m.ppv.value, m.npv.value, n / deff_q, max(m.ppv.n_eff, 1.0), max(m.npv.n_eff, 1.0)
-                )
-                method = "double-sampling"
-                # Se/Sp implied by PPV, NPV and q (the labelled set alone is biased when drawn by verdict).
-                se_used = m.ppv.value * q / p if p > 0 else None
-                sp_used = m.npv.value * (1 - q) / (1 - p) if p < 1 else None
+                c = _double_sampled(g, lab, model, side, q, n / deff_q, borrow_from)
             else:
-                if m.se.value is None or m.sp.value is None:
-                    raise AnalysisError("Se or Sp undefined: the validation set lacks positives or negatives")
-                p = rogan_gladen(q, m.se.value, m.sp.value)
-                # Effective sizes throughout: the judged verdicts and the validation labels are
-                # clustered in tasks just as the Wilson intervals beside them assume.
-                var = rogan_gladen_variance(
-                    q, m.se.value, m.sp.value, n / deff_q, max(m.se.n_eff, 1.0), max(m.sp.n_eff, 1.0)
-                )
-                method = "rogan-gladen"
-                se_used, sp_used = m.se.value, m.sp.value
+                c = _rogan_gladen_rate(lab, model, side, q, n / deff_q, borrow_from)
+        except _Refused as exc:
             out.append(
                 CorrectedRate(
-                    judge,
-                    str(model),
-                    str(side),
-                    n,
-                    q,
-                    float(p),
-                    math.sqrt(var),
-                    method,
-                    se_used,
-                    sp_used,
-                    true_rate,
-                    n_tasks,
-                    deff_q,
-                    note,
+                    **common,
+                    corrected_rate=None,
+                    corrected_se=None,
+                    method="none",
+                    se_used=None,
+                    sp_used=None,
+                    true_rate_labelled=true_rate,
+                    n_tasks=n_tasks,
+                    design_effect=deff_q,
+                    note=exc.why,
+                    bounds=exc.bounds,
                 )
             )
-        except AnalysisError as exc:
-            out.append(
-                CorrectedRate(
-                    judge,
-                    str(model),
-                    str(side),
-                    n,
-                    q,
-                    None,
-                    None,
-                    "none",
-                    m.se.value,
-                    m.sp.value,
-                    true_rate,
-                    n_tasks,
-                    deff_q,
-                    exc.message,
-                )
+            continue
+        out.append(
+            CorrectedRate(
+                **common,
+                corrected_rate=float(c.p),
+                corrected_se=math.sqrt(c.var),
+                method=c.method,
+                se_used=c.se_used,
+                sp_used=c.sp_used,
+                true_rate_labelled=true_rate,
+                n_tasks=n_tasks,
+                design_effect=deff_q,
+                note=c.note,
+                clipped=c.clipped,
             )
+        )
     return out
 
 
@@ -477,8 +655,13 @@ def _agreements(df: pd.DataFrame, rng: np.random.Generator, n_resamples: int) ->
             [int(np.sum(~va & vb)), int(np.sum(~va & ~vb))],
         ]
         kappa = cohen_kappa(table)
-        ci = _kappa_bootstrap(a.loc[both, "task"].astype(str).to_numpy(), va, vb, rng, n_resamples)
         constant = [name for name, x in ((ja, va), (jb, vb)) if x.all() or not x.any()]
+        # κ of a constant rater is undefined or 0 by construction: no interval (shown as "—").
+        ci = (
+            None
+            if constant
+            else _kappa_bootstrap(a.loc[both, "task"].astype(str).to_numpy(), va, vb, rng, n_resamples)
+        )
         flag = (
             f"rater {' and '.join(constant)} gave one verdict throughout: κ is "
             + ("undefined" if math.isnan(kappa) else "0 by construction and says nothing about agreement")
@@ -529,12 +712,20 @@ def prepare_audit_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def audit_table(
-    df: pd.DataFrame, *, sampled_by_verdict: bool = False, seed: int = 0, n_resamples: int = 2000
+    df: pd.DataFrame,
+    *,
+    sampled_by_verdict: bool = False,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    borrow_from: str | None = None,
 ) -> AuditResult:
     """The full §3 audit of every judge in the table.
 
     ``sampled_by_verdict``: the human labels were drawn by judge verdict (a labelling plan, double
-    sampling): corrected rates use PPV/NPV on every judged episode, not the labelled subset alone.
+    sampling, a simple random sample within each side × verdict stratum): every rate is weighted by
+    the strata's sampling fractions, and corrected rates use PPV/NPV on every judged episode.
+    ``borrow_from``: a side (e.g. ``clone``) whose labels may stand in where a side has none —
+    never done unless asked, since the judge's error on the device is what is being measured.
     """
     data = prepare_audit_table(df)
     if data.empty:
@@ -547,18 +738,21 @@ def audit_table(
     judges = []
     for judge, g in data.groupby("judge", sort=True):
         n_abst = int(g["verdict"].isna().sum())
-        judged = g.dropna(subset=["verdict"])
+        judged = g.dropna(subset=["verdict"]).copy()
+        judged["verdict"] = judged["verdict"].astype(bool)
         lab = judged.dropna(subset=["truth"]).copy()
         if lab.empty:
             notes.append(f"judge {judge!r} has no episodes with ground truth: not audited")
             continue
         lab["truth"] = lab["truth"].astype(bool)
         lab["length"] = length_tercile_labels(lab["steps"].fillna(0).to_numpy(float), edges)
+        lab["w"] = design_weights(judged, lab) if sampled_by_verdict else 1.0
         t = lab["truth"].to_numpy(bool)
         v = lab["verdict"].to_numpy(bool)
         tasks = lab["task"].to_numpy()
+        w = lab["w"].to_numpy(float) if sampled_by_verdict else None
         deff = _design_effect(tasks, t != v)
-        pooled = judge_metrics(t, v, deff, tasks=tasks, rng=rng, n_resamples=n_resamples)
+        pooled = judge_metrics(t, v, deff, tasks=tasks, rng=rng, n_resamples=n_resamples, weights=w)
         by_model = {
             str(mname): judge_metrics(
                 mg["truth"].to_numpy(bool),
@@ -567,6 +761,7 @@ def audit_table(
                 tasks=mg["task"].to_numpy(),
                 rng=rng,
                 n_resamples=n_resamples,
+                weights=mg["w"].to_numpy(float) if sampled_by_verdict else None,
             )
             for mname, mg in lab.groupby("model", sort=True)
         }
@@ -575,16 +770,27 @@ def audit_table(
             + _group_errors(lab, "length", rng)
             + _group_errors(lab, "app", rng)
         )
-        corrected = _corrected_rates(judged, lab, str(judge), pooled, sampled_by_verdict)
+        corrected = _corrected_rates(judged, lab, str(judge), sampled_by_verdict, borrow_from)
         judges.append(
             JudgeAudit(
                 str(judge), len(lab), n_abst, deff, pooled, by_model, errors, corrected, sampled_by_verdict
             )
         )
+        if sampled_by_verdict:
+            notes.append(
+                f"judge {judge}: labels drawn by verdict within side × verdict strata; every rate is "
+                "weighted by N_h/n_h (Hájek), the 'truth on labelled' column is the unweighted share"
+            )
         if pooled.se.n_tasks is not None and pooled.se.n_tasks < 10:
             warnings.append(
                 f"judge {judge}: Se rests on {pooled.se.n_tasks} task(s) with positives — its interval is wide"
             )
+        for c in corrected:
+            if not c.estimable:
+                bound = f" (bounds [{c.bounds[0]:.3f}, {c.bounds[1]:.3f}])" if c.bounds else ""
+                warnings.append(f"judge {judge}, {c.model} on {c.side}: not estimable: {c.note}{bound}")
+            elif c.clipped or "borrowed" in c.note:
+                warnings.append(f"judge {judge}, {c.model} on {c.side}: {c.note}")
     agreements = _agreements(data, rng, n_resamples)
     warnings += [f"{a.judge_a} × {a.judge_b}: {a.flag}" for a in agreements if a.flag]
     return AuditResult(judges, agreements, edges, notes, warnings)

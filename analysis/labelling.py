@@ -9,10 +9,15 @@ is Neyman's: n_h ∝ W_h·S_h with S_h = √(P_h(1 − P_h)), at least 2 per str
 it has unlabelled episodes. P_h comes from labels already in the stratum (≥ 5), else from the
 clone side, where the verifier is ground truth for the same judge (a free pilot), else 0.5.
 
-Within a stratum episodes are spread over tasks first (labels of one task are correlated), and
-the list is ordered so that any prefix keeps the allocation's proportions: a labelling queue can
-serve it from the top and stop anywhere. After labelling, `realbench audit` uses the
-double-sampling estimator p̂ = PPV·q̂ + (1 − NPV)(1 − q̂) over every judged episode.
+Within a stratum the episodes are a simple random sample (every unlabelled episode of the stratum
+equally likely, whatever its task), so the audit's plain PPV/NPV are the design's estimators; each
+planned episode carries its inclusion probability n_h/N_h. Spreading the labels over tasks first
+would cut their correlation but make an episode of a task with many episodes far less likely to
+be drawn than one of a task with one, which the estimator would then have to undo; the clustering
+is carried in the variance instead (task design effects). The list is ordered so that any prefix
+keeps the allocation's proportions: a labelling queue can serve it from the top and stop
+anywhere. After labelling, `realbench audit` uses the double-sampling estimator
+p̂ = PPV·q̂ + (1 − NPV)(1 − q̂) over every judged episode.
 
 The plan file never names an episode's judge verdict next to it (strata are opaque ids), so a
 blind queue can serve it as it is.
@@ -67,6 +72,7 @@ class PlannedEpisode:
     model: str
     side: str
     stratum: str
+    inclusion_probability: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return as_result_dict(self)
@@ -91,6 +97,7 @@ class LabelPlan:
             "n_planned": len(self.episodes),
             "seed": self.seed,
             "allocation": "neyman: n_h ∝ (N_h/N_side)·√(P_h(1 − P_h)), ≥ 2 per stratum",
+            "design": "simple random sample without replacement within each side × verdict stratum",
             "strata": [s.to_dict() for s in self.strata],
             "expected_half_width": self.expected_half_width,
             "episodes": [e.to_dict() for e in self.episodes],
@@ -172,12 +179,10 @@ def plan_labels(
         sid = ids[k]
         members = unlabelled[(unlabelled["side"] == k[0]) & (unlabelled["verdict"] == k[1])].copy()
         members["plan_r"] = rng.random(len(members))
-        members = members.sort_values("plan_r")
-        # Spread over tasks first: the first pick of every task, then the second, …
-        members["plan_rank"] = members.groupby("task").cumcount()
-        picked = members.sort_values(["plan_rank", "plan_r"]).head(alloc[sid]).copy()
+        picked = members.sort_values("plan_r").head(alloc[sid]).copy()
         n_h = len(picked)
         picked["plan_stratum"] = sid
+        picked["plan_pi"] = n_h / cand[sid]
         picked["plan_key"] = (np.arange(n_h) + 0.5) / max(n_h, 1)
         chosen_rows.append(picked)
         p, source = priors[k]
@@ -198,7 +203,7 @@ def plan_labels(
         expected[side] = Z95 * math.sqrt(var)
     notes.append(
         "expected half-widths treat labelled episodes as independent; labels of one task are "
-        "correlated, so spread over tasks they are close, concentrated they are optimistic"
+        "correlated, so where a stratum's episodes crowd into few tasks they are optimistic"
     )
     plan_rows = pd.concat(chosen_rows).sort_values(["plan_key", "plan_stratum"])
     episodes = []
@@ -215,6 +220,7 @@ def plan_labels(
                 str(row.model),
                 str(row.side),
                 str(row.plan_stratum),
+                float(row.plan_pi),
             )
         )
     return LabelPlan(chosen, n, seed, strata, expected, episodes, notes)

@@ -134,6 +134,8 @@ class RatioEstimate:
     stratum_sizes: dict[str, int] = field(default_factory=dict)
     collapsed: dict[str, str] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
+    # Which of numerator / denominator had no variance across tasks and took the binomial floor.
+    floored: tuple[str, ...] = ()
 
     @property
     def estimable(self) -> bool:
@@ -209,8 +211,14 @@ def ratio_of_means(
     n_resamples: int = 10_000,
     rng: np.random.Generator | None = None,
     alpha: float = 0.05,
+    binomial_var: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> RatioEstimate:
     """Ratio of stratum-weighted means of two per-task arrays, with Fieller, delta and BCa intervals.
+
+    ``binomial_var``: per-task sampling variances of the numerator and the denominator (from each
+    task's runs). A mean whose between-task variance comes out below Σ w_i²·var_i — every task at a
+    boundary, say base 0/3 and trained 3/3 everywhere — takes that as its variance (a floor), and
+    ``floored`` names it: zero spread across tasks is no evidence that the gain is known exactly.
 
     Without ``population`` the weights are the sample shares n_h/n (no finite-population
     correction); with it, W_h = N_h/N and f_h = n_h/N_h (R_pop). Strata with fewer than 2 sampled
@@ -253,7 +261,15 @@ def ratio_of_means(
     w_i = np.array([weight_of[str(h)] / size_of[str(h)] for h in labels])
     a = float(np.sum(w_i * a_i))
     b = float(np.sum(w_i * b_i))
-    group_of = collapse_strata(size_of)
+    # A stratum taken whole (n_h = N_h) contributes no sampling variance (f_h = 1) and needs no
+    # partner for one: only the strata actually sampled are collapsed.
+    whole = {h for h in size_of if pop_of is not None and size_of[h] >= pop_of[h]}
+    sampled = {h: k for h, k in size_of.items() if h not in whole}
+    group_of = collapse_strata(sampled)
+    if any(sum(sampled[m] for m in g.split("+")) < MIN_TASKS_PER_STRATUM for g in group_of.values()):
+        group_of = collapse_strata(size_of)  # a lone small sampled stratum still needs a partner
+    else:
+        group_of.update({h: h for h in whole})
     collapsed = {
         h: "+".join(m for m in group_of[h].split("+") if m != h)
         for h in size_of
@@ -280,10 +296,21 @@ def ratio_of_means(
         c = np.cov(u[sel].T, ddof=1)
         v += fpc / n_g * np.array([c[0, 0], c[1, 1], c[0, 1]])
     v_aa, v_bb, v_ab = (float(x) for x in v)
+    # Judged on the tasks' spread, before any floor: zero spread is what the warning must name.
+    degenerate = max(v_aa, v_bb) <= 1e-15
+    floored: list[str] = []
+    if binomial_var is not None:
+        # No task-level FPC here: a stratum taken whole (f_h = 1) has no sampling variance between
+        # tasks, but its tasks' runs still do.
+        floor_a = float(np.sum(w_i**2 * np.asarray(binomial_var[0], dtype=float)))
+        floor_b = float(np.sum(w_i**2 * np.asarray(binomial_var[1], dtype=float)))
+        if v_aa < floor_a:
+            v_aa, floored = floor_a, [*floored, "numerator"]
+        if v_bb < floor_b:
+            v_bb, floored = floor_b, [*floored, "denominator"]
     estimate = a / b if b != 0 else float("nan")
     g = fieller_g(b, v_bb, q)
     reason = _not_estimable_reason(a, b, g, q)
-    degenerate = max(v_aa, v_bb) <= 1e-15
     f_ci = fieller(a, b, v_aa, v_bb, v_ab, q) if reason is None else None
     pieces = fieller_set(a, b, v_aa, v_bb, v_ab, q)
     se_lin = (
@@ -292,7 +319,8 @@ def ratio_of_means(
         else math.inf
     )
     boot = None
-    if reason is not None:
+    if reason is not None or degenerate:
+        # Every resample of identical tasks is the same ratio: a point shown as an interval.
         status = BootstrapStatus.NOT_PRESENTED
     elif n_resamples <= 0:
         status = BootstrapStatus.NOT_RUN
@@ -332,6 +360,7 @@ def ratio_of_means(
         stratum_sizes=size_of,
         collapsed=collapsed,
         weights=weight_of,
+        floored=tuple(floored),
     )
 
 
@@ -701,12 +730,46 @@ def _paired_test(
     return PairedTest(env, "sign-flip", res.p_value, res.statistic, detail=res)
 
 
-def _quantile(kind: str, n_tasks: int) -> float:
+# Below this many tasks the default quantile is t: with 15 signal tasks and a clone gain about 2 SE
+# from zero, z's Fieller set covers 91–92 % where t covers 94–95 % (docs/analysis.md).
+T_BELOW_TASKS = 30
+
+
+def gain_binomial_var(per_task: pd.DataFrame, side: str) -> np.ndarray:
+    """Per task, the sampling variance of its gain from its runs alone: Σ arms p̃(1 − p̃)/n with the
+    continuity-adjusted p̃ = (k + ½)/(n + 1), so a task at 0/n or n/n still has some."""
+    out = np.zeros(len(per_task))
+    for arm in ("r", "b"):
+        p = per_task[f"p_{side}_{arm}"].to_numpy(float)
+        n = per_task[f"n_{side}_{arm}"].to_numpy(float)
+        p_adj = (p * n + 0.5) / (n + 1)
+        out += p_adj * (1 - p_adj) / n
+    return out
+
+
+def _quantile(kind: str, n_tasks: int, n_strata: int = 1) -> float:
+    """Fieller's q. ``auto``: t with n − H df (H strata) below T_BELOW_TASKS tasks, else z."""
     if kind == "z":
         return stats.Z95
     if kind == "t":
         return t_quantile(n_tasks)
-    raise AnalysisError(f"unknown quantile {kind!r}", hint="z or t")
+    if kind == "auto":
+        if n_tasks >= T_BELOW_TASKS:
+            return stats.Z95
+        return float(sps.t.ppf(0.975, max(n_tasks - max(n_strata, 1), 1)))
+    raise AnalysisError(f"unknown quantile {kind!r}", hint="auto, z or t")
+
+
+def quantile_note(kind: str) -> str:
+    """How the interval quantile was chosen, in words."""
+    if kind == "z":
+        return "Fieller's q: z (normal), as asked"
+    if kind == "t":
+        return "Fieller's q: t with n − 1 df, as asked"
+    return (
+        f"Fieller's q: t with n − H df for an estimand of fewer than {T_BELOW_TASKS} tasks (n tasks in "
+        f"H strata), z from {T_BELOW_TASKS} tasks on: z under-covers with few tasks (docs/analysis.md)"
+    )
 
 
 def _estimand(
@@ -728,8 +791,8 @@ def _estimand(
             else f"needs at least 2 paired tasks; {n} here"
         )
         return EstimandResult(kind, None, None, None, None, [], n, f"not computed: {why}")
-    q = _quantile(quantile, n)
     strata = per_task["stratum"].astype(str).to_numpy()
+    q = _quantile(quantile, n, len(set(strata)))
     g_s = per_task["g_s"].to_numpy()
     g_d = per_task["g_d"].to_numpy()
     label = ESTIMAND_LABELS[kind]
@@ -742,6 +805,7 @@ def _estimand(
         q=q,
         n_resamples=n_resamples,
         rng=rng,
+        binomial_var=(gain_binomial_var(per_task, "d"), gain_binomial_var(per_task, "s")),
     )
     weights = ratio.weights if kind is Estimand.POPULATION else None
     w_i = np.array([ratio.weights[h] / ratio.stratum_sizes[h] for h in strata])
@@ -803,10 +867,21 @@ def _warnings(
             out.append(
                 f"{name}: negative device gain ({r.numerator:+.3f}): the trained model does worse on the device"
             )
+        for part in r.floored:
+            gain = "device" if part == "numerator" else "clone"
+            out.append(
+                f"{name}: the {gain} gain does not vary across tasks (every task at a boundary, e.g. "
+                f"base 0/n and trained n/n): its variance is floored at the runs' binomial variance "
+                "(continuity-adjusted), not taken as 0"
+            )
         if r.degenerate:
             out.append(
-                f"{name}: degenerate variance — every task has the same gains (identical tasks or all ties), "
-                "so the intervals have zero width and are not meaningful; add tasks or repeats"
+                f"{name}: degenerate variance — every task has the same gains (identical tasks or all ties)"
+                + (
+                    ", so the intervals rest on the runs' binomial floor alone; add tasks or repeats"
+                    if r.floored
+                    else ", so the intervals have zero width and are not meaningful; add tasks or repeats"
+                )
             )
         if r.collapsed:
             joined = ", ".join(
@@ -839,8 +914,9 @@ def retention_from_table(
     population: dict[str, int] | None = None,
     n_resamples: int = 10_000,
     seed: int = 0,
-    quantile: str = "z",
+    quantile: str = "auto",
     tasks_needed: int | None = None,
+    borrow_from: str | None = None,
 ) -> RetentionResult:
     """Every §1 estimator from a tidy table with columns task, stratum, model, env, run, success
     (+ optional ``judged``: the judge's verdict, which gives R_JJ when clone rows have it; + optional
@@ -848,7 +924,9 @@ def retention_from_table(
 
     The headline estimand is R_pop when ``population`` is given (and identifiable), else R_signal
     when the table has a signal stratum, else R_sample — a choice by design, never by result.
-    ``quantile`` is Fieller's q: ``z`` (normal) or ``t`` (n − 1 df, for few tasks).
+    ``quantile`` is Fieller's q: ``auto`` (t with n − H df below 30 tasks, else z), ``z`` or ``t``
+    (n − 1 df). ``borrow_from``: a side whose Se/Sp may stand in for the judge correction where the
+    device side has no ground truth with both outcomes (never done unless asked).
     ``tasks_needed`` (from the selection's power analysis) warns when fewer tasks were run.
     """
     check_columns(df, RETENTION_COLUMNS, "retention")
@@ -901,7 +979,8 @@ def retention_from_table(
     g_s = per_task["g_s"].to_numpy()
     g_d = per_task["g_d"].to_numpy()
     strata = per_task["stratum"].astype(str).to_numpy()
-    q = _quantile(quantile, n)
+    q = _quantile(quantile, n, len(set(strata)))
+    notes.append(quantile_note(quantile))
     slope = ratio_of_means(
         g_d * g_s, g_s * g_s, strata=strata, label="slope", q=q, n_resamples=n_resamples, rng=rng
     )
@@ -935,9 +1014,11 @@ def retention_from_table(
                 q,
                 n_resamples,
                 rng,
+                borrow_from,
             )
         except AnalysisError as exc:
             notes.append(f"judge-corrected retention not computed: {exc.message}")
+            warnings.append(f"judge-corrected retention not estimable: {exc.message}")
     return RetentionResult(
         judge_correction=correction,
         base=base,
@@ -995,12 +1076,27 @@ def _retention_jj(
     )
 
 
-def _se_sp(rows: pd.DataFrame) -> tuple[float, float] | None:
+@dataclass(frozen=True)
+class _SeSp:
+    se: float
+    sp: float
+    n_pos: int
+    n_neg: int
+
+    def youden_lower(self, z: float = stats.Z95) -> float:
+        """Lower confidence bound of Se + Sp − 1 (binomial variances of the two rates)."""
+        var = self.se * (1 - self.se) / self.n_pos + self.sp * (1 - self.sp) / self.n_neg
+        return self.se + self.sp - 1 - z * math.sqrt(var)
+
+
+def _se_sp(rows: pd.DataFrame) -> _SeSp | None:
     truth = rows["truth"].astype(bool).to_numpy()
     judged = rows["judged"].astype(bool).to_numpy()
     if truth.all() or not truth.any():
         return None
-    return float(judged[truth].mean()), float((~judged[~truth]).mean())
+    return _SeSp(
+        float(judged[truth].mean()), float((~judged[~truth]).mean()), int(truth.sum()), int((~truth).sum())
+    )
 
 
 def _judge_correction(
@@ -1015,6 +1111,7 @@ def _judge_correction(
     q: float,
     n_resamples: int,
     rng: np.random.Generator,
+    borrow_from: str | None = None,
 ) -> JudgeCorrection | None:
     rows = df[df["model"].isin([base, trained])].copy()
     rows["judged"] = parse_bool_column(rows["judged"])
@@ -1033,15 +1130,22 @@ def _judge_correction(
         here = validation[validation["model"] == model]
         got = _se_sp(here[here["env"] == real_env])
         where = real_env
-        if got is None:
-            got, where = _se_sp(here[here["env"] == clone_env]), f"{clone_env} (verifier)"
+        if got is None and borrow_from:
+            # Only when asked: the judge's error on the device is the sim-to-real gap itself.
+            got = _se_sp(here[here["env"] == borrow_from])
+            where = f"{borrow_from} (borrowed, --borrow-from {borrow_from})"
         if got is None:
             raise AnalysisError(
-                f"no episodes of {model} with both outcomes and the judge's verdict to estimate Se/Sp"
+                f"no {real_env} episodes of {model} with ground truth of both outcomes beside the judge's "
+                f"verdict: Se/Sp are not identified on {real_env} (label some, or --borrow-from {clone_env})"
             )
-        se[model], sp[model] = got
-        if got[0] + got[1] <= 1:
-            raise AnalysisError(f"the judge is no better than chance for {model} (Se + Sp ≤ 1)")
+        lower = got.youden_lower()
+        if lower <= 0:
+            raise AnalysisError(
+                f"the judge is not shown to beat chance for {model} on {where}: Se + Sp − 1 = "
+                f"{got.se + got.sp - 1:.3f}, its 95% lower bound {lower:.3f} ≤ 0"
+            )
+        se[model], sp[model] = got.se, got.sp
         sources.append(f"{model}: {where}")
     q_rates = (
         real.assign(judged=real["judged"].astype(float))

@@ -324,14 +324,24 @@ def double_sampling(q: ArrayLike, ppv: ArrayLike, npv: ArrayLike) -> Any:
 
 
 def double_sampling_variance(
-    q: float, ppv: float, npv: float, n: float, n_judged_pos: float, n_judged_neg: float
+    q: float,
+    ppv: float,
+    npv: float,
+    n: float,
+    n_judged_pos: float,
+    n_judged_neg: float,
+    *,
+    fpc_pos: float = 1.0,
+    fpc_neg: float = 1.0,
 ) -> float:
     """Delta-method variance of the double-sampling estimate: the q term plus the binomial
-    variances of PPV (from n₊ audited judge-positives) and NPV (from n₋ audited judge-negatives)."""
+    variances of PPV (from n₊ audited judge-positives) and NPV (from n₋ audited judge-negatives),
+    each times its finite-population correction 1 − n_h/N_h (the labels are drawn without
+    replacement from the judged episodes of that verdict, as the labelling plan's half-widths assume)."""
     return float(
         (ppv - (1 - npv)) ** 2 * q * (1 - q) / n
-        + q**2 * ppv * (1 - ppv) / n_judged_pos
-        + (1 - q) ** 2 * npv * (1 - npv) / n_judged_neg
+        + q**2 * ppv * (1 - ppv) * fpc_pos / n_judged_pos
+        + (1 - q) ** 2 * npv * (1 - npv) * fpc_neg / n_judged_neg
     )
 
 
@@ -394,6 +404,14 @@ def fieller_set(
     return [(-inf, lo), (hi, inf)]
 
 
+MINUS = "\u2212"  # the one minus sign of every printed number (−∞ uses it too)
+
+
+def minus_sign(text: str) -> str:
+    """A formatted number with its leading hyphen-minus written as U+2212."""
+    return MINUS + text[1:] if text.startswith("-") else text
+
+
 def format_interval(ci: Sequence[float] | None, pct: bool = False, digits: int = 3) -> str:
     """``[lo, hi]`` with infinite ends written ∞ (open brackets there), never a dash."""
     if ci is None:
@@ -401,10 +419,10 @@ def format_interval(ci: Sequence[float] | None, pct: bool = False, digits: int =
 
     def one(v: float) -> str:
         if math.isinf(v):
-            return "∞" if v > 0 else "−∞"
+            return "∞" if v > 0 else MINUS + "∞"
         if math.isnan(v):
             return "undefined"
-        return f"{100 * v:.1f}%" if pct else f"{v:.{digits}f}"
+        return minus_sign(f"{100 * v:.1f}%" if pct else f"{v:.{digits}f}")
 
     lo, hi = float(ci[0]), float(ci[1])
     left = "(" if math.isinf(lo) else "["

@@ -137,3 +137,58 @@ def clustered_two_sided_audit(n_tasks: int = 40, runs: int = 8, seed: int = 1) -
                         }
                     )
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- label designs (judge audit)
+
+
+def audit_rows(
+    cells: list[tuple[str, str, bool | None, bool, int]], model: str = TRAINED, judge: str = "j"
+) -> pd.DataFrame:
+    """Rows from (task, side, truth, verdict, count) cells; truth None = unlabelled."""
+    rows = []
+    for task, side, truth, verdict, count in cells:
+        for _ in range(count):
+            rows.append(
+                {
+                    "task": task,
+                    "model": model,
+                    "judge": judge,
+                    "truth": truth,
+                    "verdict": verdict,
+                    "steps": 5,
+                    "env": side,
+                }
+            )
+    df = pd.DataFrame(rows)
+    df["episode"] = [f"e{i:04d}" for i in range(len(df))]
+    return df
+
+
+def crowded_task_table() -> tuple[pd.DataFrame, dict[str, bool]]:
+    """Real judge-positives: task A holds 20 true positives, tasks B1–B5 one false accept each
+    (PPV = 20/25 = 0.8); judge-negatives: ten tasks with one episode each, three of them true.
+    Nothing is labelled; the hidden truth per episode is returned beside the table."""
+    cells: list[tuple[str, str, bool | None, bool, int]] = [("A", "real", None, True, 20)]
+    cells += [(f"B{i}", "real", None, True, 1) for i in range(1, 6)]
+    cells += [(f"C{i}", "real", None, False, 1) for i in range(10)]
+    df = audit_rows(cells)
+    hidden = {}
+    for row in df.itertuples():
+        hidden[str(row.episode)] = row.task == "A" or (row.task in ("C0", "C1", "C2"))
+    return df, hidden
+
+
+def verdict_sampled_table() -> pd.DataFrame:
+    """60 judge-positives (10 labelled: 8 true) and 40 judge-negatives (10 labelled: 7 true
+    negatives), one episode per task. By hand: q = 0.6, PPV = 0.8, NPV = 0.7, p = 0.6;
+    design-weighted Se = PPV·q/p = 0.8 and Sp = NPV(1 − q)/(1 − p) = 0.7; the raw labelled counts
+    give Se = 8/11 and Sp = 7/9."""
+    cells: list[tuple[str, str, bool | None, bool, int]] = []
+    for i in range(60):
+        truth = (i < 8) if i < 10 else None
+        cells.append((f"p{i:02d}", "real", truth, True, 1))
+    for i in range(40):
+        truth = (i >= 7) if i < 10 else None  # 7 true negatives, 3 misses among the labelled
+        cells.append((f"n{i:02d}", "real", truth, False, 1))
+    return audit_rows(cells)

@@ -190,9 +190,14 @@ def test_audit_abstentions_and_double_sampling(tmp_path: Path):
     df = audit_frame(20, seed=2)
     df["verdict"] = df["verdict"].astype(object)
     df.loc[df.index[:5], "verdict"] = None
+    # A fully labelled side needs no correction (its truth rate is the rate): leave a third unlabelled.
+    df["truth"] = df["truth"].astype(object)
+    df.loc[df.index[5::3], "truth"] = None
     res = audit_table(df, sampled_by_verdict=True)
     assert sum(j.n_abstained for j in res.judges) == 5
     assert all(c.method == "double-sampling" for j in res.judges for c in j.corrected)
+    full = audit_table(audit_frame(20, seed=2), sampled_by_verdict=True)
+    assert all(c.method == "observed truth" for j in full.judges for c in j.corrected)
     path = tmp_path / "a.csv"
     audit_frame(20).to_csv(path, index=False)
     out = cli_json(["audit", "--table", str(path)])

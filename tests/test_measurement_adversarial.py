@@ -115,10 +115,17 @@ def test_three_estimands_named_with_their_own_gains(tmp_path: Path):
 
 
 def test_quantile_t_widens_fieller(tmp_path: Path):
+    from scipy import stats as sps
+
     df = retention_frame(8, seed=6)
-    z, _ = retention_cli(tmp_path, df, "--resamples", "0")
+    z, _ = retention_cli(tmp_path, df, "--resamples", "0", "--quantile", "z")
     t, _ = retention_cli(tmp_path, df, "--resamples", "0", "--quantile", "t")
+    auto, _ = retention_cli(tmp_path, df, "--resamples", "0")
     assert t["retention_detail"]["q"] > z["retention_detail"]["q"]
+    # Below 30 tasks the default is t with n − H df: the headline R_signal's tasks, one stratum.
+    dof = auto["estimands"]["signal"]["n_tasks"] - 1
+    assert auto["retention_detail"]["q"] == pytest.approx(sps.t.ppf(0.975, dof))
+    assert any("t with n − H df" in n for n in auto["notes"])
     if z["fieller_ci"] and t["fieller_ci"]:
         assert t["fieller_ci"][1] - t["fieller_ci"][0] > z["fieller_ci"][1] - z["fieller_ci"][0]
 
@@ -163,6 +170,8 @@ def test_identical_tasks_warn_degenerate_variance(tmp_path: Path):
     assert any("degenerate variance" in w for w in out["warnings"])
     assert out["retention_detail"]["degenerate"] is True
     assert "degenerate variance" in text
+    # A bootstrap of identical tasks resamples to one value: not shown as an interval.
+    assert out["bca_ci"] is None and out["percentile_ci"] is None
 
 
 def test_all_ties_are_not_estimable(tmp_path: Path):
@@ -483,3 +492,149 @@ def test_judge_corrected_retention_recovers_r_and_reports_the_bias():
     assert jc.bias_in_gain < 0 and jc.bias_formula < 0
     assert jc.bias_in_gain == pytest.approx(jc.bias_formula, abs=0.03)
     assert res.to_dict()["judge_correction"]["corrected"]["estimate"] == pytest.approx(jc.corrected.estimate)
+
+
+def _judged_retention_table(se: float, sp: float, real_scored_by_judge: bool) -> pd.DataFrame:
+    rng = np.random.default_rng(8)
+    n_tasks = 60
+    b = rng.beta(2, 5, n_tasks)
+    gamma = rng.beta(2, 2, n_tasks) * (1 - b)
+    p = {
+        ("base", "clone"): b,
+        ("trained", "clone"): b + gamma,
+        ("base", "real"): b,
+        ("trained", "real"): b + 0.8 * gamma,
+    }
+    kw = {"success_source": "judge"} if real_scored_by_judge else {"success_source": "truth"}
+    table = judged_table(rng, p, se, sp, 2, real_scored_by_judge=real_scored_by_judge, **kw)
+    if real_scored_by_judge:
+        # Clone rows keep their verifier truth; only the device's success is the judge's verdict.
+        table.loc[table["env"] == "clone", "success_source"] = "verifier"
+    return table
+
+
+def test_judge_correction_never_borrows_the_clone_se_sp_unless_asked():
+    table = _judged_retention_table(0.8, 0.85, real_scored_by_judge=True)
+    res = retention_from_table(table, base="base", trained="trained", n_resamples=0)
+    assert res.judge_correction is None
+    assert any("not identified on real" in w and "--borrow-from" in w for w in res.warnings)
+    asked = retention_from_table(table, base="base", trained="trained", n_resamples=0, borrow_from="clone")
+    assert asked.judge_correction is not None
+    assert "borrowed" in asked.judge_correction.source
+
+
+def test_judge_correction_refuses_a_near_chance_judge():
+    # Se + Sp − 1 = 0.04 on 240 episodes per model: the lower bound of the Youden index is below 0.
+    table = _judged_retention_table(0.52, 0.52, real_scored_by_judge=False)
+    res = retention_from_table(table, base="base", trained="trained", n_resamples=0)
+    assert res.judge_correction is None
+    assert any("not shown to beat chance" in w for w in res.warnings)
+    assert res.to_dict()["judge_correction"] is None
+
+
+def test_a_gain_with_no_spread_across_tasks_takes_the_binomial_floor():
+    from scipy import stats as sps
+
+    from tests.adversarial_tables import table_from_counts
+
+    # Every task: base 0/3, trained 3/3, on both sides. Between-task variance 0; the runs' own
+    # continuity-adjusted variance per task is 2 · (0.5/4)(3.5/4)/3, so the mean gain of 10 tasks
+    # has variance 10 · that / 10².
+    df = table_from_counts({f"t{i}": (0, 3, 0, 3) for i in range(10)}, runs=3)
+    res = retention_from_table(df, base=BASE, trained=TRAINED, n_resamples=0)
+    e = res.estimands[res.headline]
+    per_task = 2 * (0.5 / 4) * (3.5 / 4) / 3
+    se = (10 * per_task / 100) ** 0.5
+    q = sps.t.ppf(0.975, 9)
+    assert e.gain_real.se == pytest.approx(se)
+    assert e.gain_real.ci == (pytest.approx(1 - q * se), pytest.approx(1 + q * se))
+    assert e.ratio.floored == ("numerator", "denominator")
+    assert any("does not vary across tasks" in w and "floored" in w for w in res.warnings)
+    assert e.ratio.degenerate and any("binomial floor" in w for w in res.warnings)
+
+
+def test_bootstrap_and_kappa_intervals_of_constants_are_not_shown():
+    from analysis.audit import audit_table, clustered_rate
+
+    r = clustered_rate(np.array(["a", "b", "c"]), np.array([True, True, True]), np.random.default_rng(0))
+    assert r.value == 1.0 and r.bootstrap_ci is None
+    df = clustered_audit_table()
+    always = df.assign(judge="always-yes", verdict=True)
+    (agree,) = audit_table(pd.concat([df, always]), seed=0).agreements
+    assert agree.kappa_ci is None
+
+
+def test_a_pilot_spread_of_zero_is_floored_and_the_controls_are_kept():
+    from analysis.selection import select_tasks
+    from tests.adversarial_tables import table_from_counts
+    from tests.analysis_fixtures import selection_frame
+
+    df = selection_frame()
+    # Three pilot stable failures that never move (spread 0 in both-fail); the gain tasks move.
+    pilot = table_from_counts(
+        {
+            "t00": (0, 4, 0, 4),
+            "t01": (0, 4, 0, 1),
+            "t02": (1, 4, 1, 2),
+            "t26": (0, 0, 0, 0),
+            "t27": (0, 0, 0, 0),
+            "t28": (0, 0, 0, 0),
+            "t16": (4, 4, 4, 2),
+            "t17": (4, 4, 1, 4),
+            "t12": (4, 0, 4, 1),
+            "t13": (4, 0, 2, 0),
+        },
+        runs=4,
+    )
+    res = select_tasks(df, base=BASE, trained=TRAINED, budget_hours=3.0, runs_per_model=3, pilot=pilot)
+    assert res.method == "neyman"
+    # Fewer than 5 pilot tasks: the both-fail spread is not trusted under the pooled spread.
+    assert res.spread_z["both-fail"] > 0
+    assert "both-fail" in res.spread_source and "floored" in res.spread_source
+    assert any(n.startswith("warning:") and "floored" in n for n in res.notes)
+    # The controls keep at least the proportional design's size.
+    assert res.allocation.as_dict()["both-fail"] >= res.proportional.as_dict()["both-fail"]
+    assert res.controls_false_accept_bound is not None and res.controls_false_accept_bound < 1.0
+
+
+def test_the_budget_search_spends_what_a_cheaper_stratum_still_fits():
+    from analysis.selection import _budget_allocation
+
+    population = {"a": 10, "b": 10}
+    cost = {"a": 1.0, "b": 0.1}
+    # Proportional: n = 2k gives k + k tasks; the search stops at 1.1·k > budget. Top-up adds b.
+    got = _budget_allocation(population, {}, cost, 5.0, "proportional", 1)
+    spent = sum(n * cost[h] for h, n in got.as_dict().items())
+    assert spent <= 5.0
+    # Nothing more fits: every stratum is full or one more task of it would exceed the budget.
+    assert all(got.as_dict()[h] == population[h] or spent + cost[h] > 5.0 for h in population)
+    assert got.as_dict()["b"] == 10
+
+
+def test_a_stratum_taken_whole_is_not_collapsed():
+    from analysis.retention import ratio_of_means
+
+    rng = np.random.default_rng(2)
+    a = np.concatenate([rng.normal(0.3, 0.1, 10), [0.9]])
+    b = np.concatenate([rng.normal(0.5, 0.1, 10), [0.1]])
+    strata = ["gain"] * 10 + ["solo"]
+    r = ratio_of_means(a, b, strata=strata, population={"gain": 40, "solo": 1}, n_resamples=0)
+    assert r.collapsed == {}
+    # By hand: only the gain stratum varies, W = 40/41, f = 10/40.
+    w = 40 / 41
+    assert r.v_aa == pytest.approx(w**2 * (1 - 10 / 40) * np.var(a[:10], ddof=1) / 10)
+    # A sampled singleton (N_h > n_h) still joins a neighbour.
+    r2 = ratio_of_means(a, b, strata=strata, population={"gain": 40, "solo": 3}, n_resamples=0)
+    assert "solo" in r2.collapsed
+
+
+def test_interval_text_uses_one_minus_sign():
+    from analysis.analysis_commands import _ci
+    from analysis.stats import format_interval, format_set
+
+    assert format_interval((-0.5, 0.25)) == "[\u22120.500, 0.250]"
+    assert (
+        format_set([(float("-inf"), -0.862), (0.916, float("inf"))]) == "(\u2212∞, \u22120.862] ∪ [0.916, ∞)"
+    )
+    assert _ci((-0.701, 0.784), pct=True) == "[\u221270.1%, 78.4%]"
+    assert "-" not in format_interval((-0.5, -0.25), pct=True)

@@ -111,3 +111,17 @@ def test_judge_error_on_one_side_lowers_measured_retention():
     assert res.retention_jj is not None
     assert res.retention_jj.estimate == pytest.approx(TRUE_R, abs=0.07)
     assert res.retention_jj.fieller_ci[0] <= TRUE_R <= res.retention_jj.fieller_ci[1]
+
+
+@pytest.mark.slow
+def test_t_covers_where_z_falls_short_with_few_tasks():
+    """benchmarks/small_sample_coverage.py's regime: 15 tasks, clone gain about 2 SE from zero."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.small_sample_coverage import coverage
+
+    res = coverage(1500, 15, "binomial", 0.2, seed=11)
+    assert res["t"] >= 0.94, res
+    assert res["t"] > res["z"], res
