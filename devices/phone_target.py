@@ -334,11 +334,19 @@ class PhoneTarget:
         return None
 
     def _probe_steps(self, steps: list[Any]) -> None:
-        """Steps around the logged-in probe run on the raw phone: they only open a profile page."""
-        if steps:
-            SetupRunner(
-                self.phone, self.phone, package=self.pack.real_app.package, relaunch=self._launch
-            ).run(steps, {})
+        """Steps around the logged-in probe go through the interlock like any setup step, armed
+        with the app's forbidden controls and the pack's policy (a sheet that pops up on the way
+        is not trusted to be harmless)."""
+        if not steps:
+            return
+        guard = self.interlock or InterlockedDevice(self.phone)
+        guard.arm([], list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack))
+        try:
+            SetupRunner(self.phone, guard, package=self.pack.real_app.package, relaunch=self._launch).run(
+                steps, {}
+            )
+        finally:
+            guard.disarm()
 
     def _ensure_logged_in(self) -> None:
         probe = self.pack.real_app.logged_in_probe

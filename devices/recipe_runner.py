@@ -1,7 +1,8 @@
 """Runs a task's typed real-side setup (see `realbench.recipes`) on a phone.
 
 Every input goes through the interlock, armed with the task's boundary and the app's forbidden
-controls, so a setup step can never cross a commit boundary. Each step's `expect` checks must hold
+controls, so a setup step can never cross a commit boundary; a `launch` of another package and a
+`deep_link` go through it too (refused outside the pack's packages and URL schemes). Each step's `expect` checks must hold
 (within their timeout) before the next step; a step whose control is missing or whose check fails
 raises `SetupFailed`, a `DeviceError`: the episode is an unscored abort (env_invalid), never the
 agent's failure. Each step is recorded (selector matches, screenshot, hierarchy) for `certify`.
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from devices.farm.interlock import InterlockedDevice
 from realbench.actions import Click, Key, KeyPress, Type
 from realbench.errors import DeviceError, RealbenchError
 from realbench.golden import swipe_for, to_normalised
@@ -30,6 +32,7 @@ from realbench.recipes import (
     TapStep,
     TypeTextStep,
     WaitForStep,
+    activity_matches,
 )
 from realbench.taskpack import SwipeDirection
 from realbench.templating import render, render_value
@@ -78,7 +81,8 @@ def render_step(step: Any, params: dict[str, Any]) -> Any:
 
 
 class SetupRunner:
-    """Runs setup steps on `phone` (raw: observe, launch, shell) with input through `guarded`."""
+    """Runs setup steps: the screen is read on `phone`; every input, launch and deep link goes
+    through `guarded` (an `InterlockedDevice`; tests that prove a trap pass the raw phone)."""
 
     def __init__(
         self,
@@ -172,9 +176,16 @@ class SetupRunner:
 
     def _one(self, i: int, step: Any, rec: StepRecord) -> None:
         if isinstance(step, LaunchStep):
-            self.relaunch(step.package or self.package)
+            if isinstance(self.guarded, InterlockedDevice):
+                # another package (a wallet, a cashier) can commit: the guard decides
+                self.guarded.launch(step.package or self.package, cold_start=self.relaunch)
+            else:
+                self.relaunch(step.package or self.package)
         elif isinstance(step, DeepLinkStep):
-            self.phone.shell(["am", "start", "-a", "android.intent.action.VIEW", "-d", step.url])
+            if isinstance(self.guarded, InterlockedDevice):
+                self.guarded.deep_link(step.url)
+            else:
+                self.phone.shell(["am", "start", "-a", "android.intent.action.VIEW", "-d", step.url])
         elif isinstance(step, TapStep):
             self._tap(self._need(i, "tap", step.selector, step.timeout_s, rec))
         elif isinstance(step, TypeTextStep):
@@ -196,7 +207,9 @@ class SetupRunner:
                 step=i,
                 selector=str(step.selector),
             )
-        elif isinstance(step, WaitForStep):
+        elif isinstance(step, WaitForStep) and step.activity is not None:
+            self._wait_activity(i, step.activity, step.timeout_s, rec)
+        elif isinstance(step, WaitForStep) and step.selector is not None:
             self._need(i, "wait_for", step.selector, step.timeout_s, rec)
         elif isinstance(step, BackStep):
             self.guarded.act(KeyPress(key=Key.BACK))
@@ -204,6 +217,30 @@ class SetupRunner:
             self.guarded.act(KeyPress(key=Key.HOME))
         else:  # pragma: no cover - the schema admits no other kind
             raise SetupFailed(f"setup step {i}: unknown kind {step!r}", step=i)
+
+    def _wait_activity(self, i: int, wanted: str, timeout: float, rec: StepRecord) -> None:
+        current_activity = getattr(self.phone, "current_activity", None)
+        rec.selector = f"activity={wanted!r}"
+        if current_activity is None:
+            raise SetupFailed(
+                f"setup step {i} (wait_for): this device reports no activity to wait for",
+                step=i,
+                hint="wait for a control instead, or run the recipe on a phone",
+            )
+        deadline = time.monotonic() + timeout
+        current: str | None = None
+        while True:
+            current = current_activity()
+            if activity_matches(wanted, current, self.package):
+                rec.detail = f"in front: {current}"
+                return
+            if time.monotonic() >= deadline:
+                raise SetupFailed(
+                    f"setup step {i} (wait_for): activity {wanted} never came to the front (in front: {current})",
+                    step=i,
+                    selector=rec.selector,
+                )
+            time.sleep(POLL_S)
 
     def _expect(self, i: int, check: Expect, rec: StepRecord) -> None:
         present = check.state is ExpectState.EXISTS

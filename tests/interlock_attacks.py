@@ -37,7 +37,23 @@ FORBIDDEN = [Selector(text="立即支付"), Selector(text="Confirm pay")]
 SAFE_H5 = SafeScreen(
     name="H5 help page", when=Selector(resource_id="h5_help_title"), allow=[SafeInput.WEBVIEW_TAPS]
 )
-POLICY = InterlockPolicy(money_moving=True, packages=frozenset({BANK}), safe_screens=(SAFE_H5,))
+# The titled test screens are in the catalogue (typing allowed), so the attacks on them test the
+# rules behind default-deny (labels, touch areas, ENTER, WebView, PIN); an untitled screen is not.
+TEST_SCREENS = SafeScreen(
+    name="interlock test screens",
+    when=[
+        Selector(text=t)
+        for t in (
+            "付款确认（测试屏）",
+            "转账（测试屏）",
+            "H5 收银台（测试屏）",
+            "支付（测试屏）",
+            "收银台（测试屏）",
+        )
+    ],
+    allow=[SafeInput.TEXT],
+)
+POLICY = InterlockPolicy(money_moving=True, packages=frozenset({BANK}), safe_screens=(SAFE_H5, TEST_SCREENS))
 
 TITLE = (0, 63, 1080, 231)
 AMOUNT = (40, 300, 1040, 420)

@@ -59,7 +59,10 @@ def test_allowed_inputs_still_reach_a_money_moving_app(rig: AttackRig) -> None:
     H5 page, a tap on a WebView screen the pack marks safe — all reach the phone, none commits."""
     from devices.virtual.commit_screens import Hotspot, ScreenSpec
     from devices.virtual.uitree import UiNode
-    from tests.interlock_attacks import TITLE, webview
+    from tests.interlock_attacks import TITLE, title, webview
+
+    def TITLE_NODE() -> UiNode:  # noqa: N802 - a catalogued H5 screen's title
+        return title("H5 收银台（测试屏）")
 
     def safe_h5() -> ScreenSpec:
         marker = UiNode(bounds=TITLE, cls="android.widget.TextView", text="帮助", resource_id="h5_help_title")
@@ -78,7 +81,7 @@ def test_allowed_inputs_still_reach_a_money_moving_app(rig: AttackRig) -> None:
         Attack(
             "h5_scroll",
             "control",
-            lambda: ScreenSpec([webview()]),
+            lambda: ScreenSpec([TITLE_NODE(), webview()]),
             [Swipe(x=nx(540), y=ny(1500), x2=nx(540), y2=ny(600))],
         ),
     ]

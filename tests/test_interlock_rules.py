@@ -17,7 +17,9 @@ from realbench.taskpack import SafeInput, SafeScreen, load_pack, parse_pack
 W, H = 1080, 2400
 PKG = "com.example.bank"
 STOP = [Selector(text="确认付款")]
-MONEY = InterlockPolicy(money_moving=True, packages=frozenset({PKG}))
+# The screens of these tests are catalogued by a marker node (money-moving apps are default-deny).
+KNOWN = SafeScreen(name="test screen", when=Selector(resource_id="screen_marker"), allow=[SafeInput.TEXT])
+MONEY = InterlockPolicy(money_moving=True, packages=frozenset({PKG}), safe_screens=(KNOWN,))
 
 
 def px(x: int, y: int) -> tuple[int, int]:
@@ -33,6 +35,10 @@ def node(
 ) -> str:
     extra = " ".join(f"{k.replace('_', '-')}='{v}'" for k, v in attrs.items())
     return f"<node class='{cls}' package='{pkg}' bounds='{bounds}' {extra}>{children}</node>"
+
+
+def marker() -> str:
+    return node("[0,0][1080,60]", text="测试屏", resource_id="screen_marker")
 
 
 def screen(*nodes: str) -> Hierarchy:
@@ -163,7 +169,7 @@ def test_money_moving_rules() -> None:
     field = node(
         "[40,300][1040,420]", "android.widget.EditText", focusable="true", focused="true", clickable="true"
     )
-    form = screen(field)
+    form = screen(marker(), field)
     plain, money = Interlock(STOP, []), Interlock(STOP, [], policy=MONEY)
     assert check(plain, KeyPress(key=Key.ENTER), form) is None
     assert check(money, KeyPress(key=Key.ENTER), form) is not None
@@ -171,7 +177,7 @@ def test_money_moving_rules() -> None:
     assert check(money, Type(text="100"), form) is None
     assert check(money, OpenApp(app="com.other.pay"), form) is not None
     assert check(plain, OpenApp(app=PKG), form) is None
-    web = screen(node("[0,231][1080,2000]", "android.webkit.WebView"))
+    web = screen(marker(), node("[0,231][1080,2000]", "android.webkit.WebView"))
     wx, wy = norm(540, 1775)
     assert check(money, Click(x=wx, y=wy), web) is not None
     assert check(plain, Click(x=wx, y=wy), web) is None
@@ -294,7 +300,7 @@ def test_a_tap_in_an_accessible_h5_page_is_judged_on_the_element_under_it() -> N
     # (an exact "提交订单" here would also stop the episode loop's own rule, which takes a clickable
     # WebView as one target; the interlock adds nothing to that)
     lock = Interlock([Selector(text="提交订单")], [], policy=MONEY)
-    h = screen(page)
+    h = screen(marker(), page)
     tx, ty = norm(540, 350)
     assert check(lock, Click(x=tx, y=ty), h) is None  # the text element, not the whole page
     sx, sy = norm(540, 1775)

@@ -2,14 +2,18 @@
 
 The episode loop already stops when an action's point lands on a boundary control of the screen
 the agent saw. The interlock is the second, independent layer, and sits in front of the phone
-itself, so it holds whatever calls the device (the loop, a golden plan, a replay, a bug). Its
-threat model: the agent is an adversary that does not know it is one.
+itself, so it holds whatever calls the device (the loop, a golden plan, a recipe's setup and probe
+steps, certify, the console, a bug). Its threat model: the agent, the operator and every recipe
+step are adversaries that do not know they are ones. `InterlockedDevice` is the one way to a phone:
+checked operations and read-only queries only, no attribute pass-through; `launch` / `deep_link`
+outside the pack's packages and URL schemes are refused.
 
+- A money-moving app is default-deny (`devices.farm.interlock_policy`): input goes through only
+  while a screen of the pack's safe-screen catalogue is recognised by a marker that is on screen.
 - The task's boundary selectors AND the app profile's always-forbidden controls (pay, confirm
-  transfer, submit order…) are armed together. Labels match after normalisation (NFKC, case,
-  whitespace, zero-width, direction and combining characters dropped) and as substrings, over a
-  node's own text and content-desc and, for the node a tap activates, over its subtree's text
-  joined (`devices.farm.stop_labels`).
+  transfer, submit order…) are armed together, on every screen. Labels are read as a person reads
+  them (`devices.farm.stop_labels`): widths, traditional Chinese, invisible characters and a few
+  synonyms folded, a subtree in reading order, a caption naming the text-less button beside it.
 - Every touch, key and text entry is decided on a FRESH hierarchy, read again right before the
   input is sent: the decision is redone on every dump until two consecutive dumps agree.
 - Taps, long presses and double taps are blocked when the pixel lies in a stop control's touch
@@ -24,10 +28,12 @@ threat model: the agent is an adversary that does not know it is one.
   the focus is an editable field or unknown; text is blocked when it would submit (a newline,
   under the ENTER rule), when it goes into a focused stop control, or into a password / SMS-code
   field of a screen that shows a stop control.
-- A money-moving app (`devices.farm.interlock_policy`) also refuses ENTER and typed newlines
-  everywhere, taps into WebView / canvas regions that expose no text, typing into a payment
-  password or code field, `OpenApp`, and any touch or text that lands in another package —
-  except where the pack marks the screen safe.
+- A money-moving app also refuses, even on a catalogued screen: ENTER and typed newlines (unless
+  the screen allows them), typing (unless it allows text), taps into WebView / canvas regions that
+  expose no text (unless it allows WebView taps), long presses, touches where the dump shows no
+  control, PINs (digits with unknown focus, into a WebView, with a PIN pad or a password / code
+  prompt on screen, any text into a secret field, digit keys of a PIN pad while a secret is asked
+  for), `OpenApp`, and any touch or text that lands in another package.
 
 A blocked action raises `BoundaryBlocked` with the control, the hierarchy and a screenshot; the
 loop records it as `boundary_reached`.
@@ -43,8 +49,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from devices.farm.interlock_policy import InterlockPolicy
-from devices.farm.stop_labels import LabelTexts, names_stop, subtree_text
+from devices.farm.interlock_policy import InterlockPolicy, Recognised, screen_name
+from devices.farm.stop_labels import LabelTexts, captioned, names_stop, subtree_text
 from realbench.actions import (
     Action,
     Answer,
@@ -79,10 +85,20 @@ TAP_SLOP_PX = 24  # a swipe shorter than this is a tap at its start
 SETTLE_S = 0.25
 SETTLE_DUMPS = 3  # kept for callers; the re-read loop below is bounded by MAX_DUMPS
 MAX_DUMPS = 4  # re-reads before an input when the screen keeps changing; every dump is decided
-SECRET_FIELD = re.compile(
-    r"passw|passwd|pwd|pin\b|otp|sms|captcha|verif|code|密码|验证码|校验码|动态码|短信|口令|交易码",
+# A field is secret when a word of its id, text or description names a password or a code. Ids
+# are split into words (snake_case, camelCase, digits), so `et_pay_pass`, `payPwd`, `pin_input`
+# and `smsCode` are secret while `passenger_name` and `pinyin` are not.
+SECRET_WORDS = frozenset(
+    {"pass", "passwd", "password", "passcode", "pwd", "pin", "pincode", "otp", "sms", "code"}
+    | {"vcode", "smscode", "captcha", "verify", "verification", "cvv", "cvn", "paypass", "paypwd"}
+)
+SECRET_TEXT = re.compile(r"密码|验证码|校验码|动态码|短信|口令|交易码|支付码")
+# A prompt on screen that asks for a password, PIN or code: digits typed now are a secret.
+SECRET_PROMPT = re.compile(
+    r"密码|口令|验证码|校验码|动态码|\bpin\b|passcode|password|verification code|security code",
     re.IGNORECASE,
 )
+KEYPAD_DIGITS = frozenset("0123456789")  # a custom keypad draws every digit as a key; a calendar has no 0
 EDITABLE_CLASSES = ("EditText", "AutoCompleteTextView", "SearchView", "TextInput")
 # Views whose content the hierarchy does not describe: an H5 page, a canvas, a GL surface.
 OPAQUE_VIEW_CLASSES = (
@@ -215,6 +231,9 @@ def stop_controls(
                     parent = None  # a WebView passes a touch to the page element, not to itself
                 if parent is not None and not parent.bounds.empty:
                     regions.append(parent.bounds)
+                if parent is None:
+                    # a caption beside a text-less button (a fingerprint or icon pay button)
+                    regions += [c.bounds for c in captioned(node) if not c.bounds.empty]
                 if not regions:
                     continue
                 reach = tuple(touch_reach(r, margin_px, dp) for r in regions)
@@ -250,10 +269,39 @@ def _opaque(node: Node) -> bool:
     return any(k in node.class_name for k in OPAQUE_VIEW_CLASSES)
 
 
+def _words(text: str) -> set[str]:
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)
+    return {w.lower() for w in re.split(r"[^A-Za-z]+", spaced) if w}
+
+
 def _is_secret_field(node: Node) -> bool:
     if node.password:
         return True
-    return bool(SECRET_FIELD.search(" ".join((node.resource_id, node.text, node.content_desc))))
+    if SECRET_TEXT.search(" ".join((node.resource_id, node.text, node.content_desc))):
+        return True
+    return bool(_words(f"{node.short_id} {node.text} {node.content_desc}") & SECRET_WORDS)
+
+
+def _digit_key(node: Node) -> bool:
+    return node.text.strip() in KEYPAD_DIGITS and len(node.text.strip()) == 1
+
+
+def _keypad_on_screen(hierarchy: Hierarchy) -> bool:
+    """A PIN pad drawn by the app: every digit is a key of its own (the keys are nodes)."""
+    shown = {n.text.strip() for n in hierarchy.nodes if _digit_key(n) and not n.bounds.empty}
+    return shown >= KEYPAD_DIGITS
+
+
+def _secret_prompt(hierarchy: Hierarchy) -> Node | None:
+    """A node asking for a password / PIN / code, or a secret field, on screen."""
+    for n in hierarchy.nodes:
+        if n.bounds.empty:
+            continue
+        if SECRET_PROMPT.search(n.text) or SECRET_PROMPT.search(n.content_desc):
+            return n
+        if _editable(n) and _is_secret_field(n):
+            return n
+    return None
 
 
 def _related(a: Node, b: Node) -> bool:
@@ -300,6 +348,8 @@ class Interlock:
         self.policy = policy or InterlockPolicy()
         self.app_aliases: dict[str, str] = {}
         self._last: _FoundControls | None = None
+        self._recognised = Recognised()  # the catalogued screens of the hierarchy being decided
+        self._hierarchy: Hierarchy | None = None
 
     def controls(self, hierarchy: Hierarchy, screen: tuple[int, int] | None = None) -> list[StopControl]:
         """The stop controls of a parsed screen. The guard asks twice about its first dump (to
@@ -328,6 +378,8 @@ class Interlock:
             return self.check_open_app(action)
         if isinstance(action, PASS_THROUGH):
             return None
+        if isinstance(action, KeyPress) and action.key in (Key.BACK, Key.HOME, Key.RECENT):
+            return None  # back / home / recent cannot commit anything
         controls = self.controls(hierarchy, screen)
         if controls:
             # The episode loop's own rule, applied to the fresh screen, as a floor.
@@ -336,7 +388,30 @@ class Interlock:
                 origin = StopOrigin.BOUNDARY if same.selector in self.boundary else StopOrigin.FORBIDDEN
                 node = same.node
                 return Block(StopControl(same.selector, origin, node, (node.bounds,)), same.reason)
-        allowed = self.policy.allowed_here(hierarchy)
+        display = Bounds(0, 0, screen[0], screen[1])
+        recognised = self.policy.recognise(hierarchy, display) if self.policy.money_moving else Recognised()
+        allowed = frozenset(a for s, _ in recognised.screens for a in s.allow)
+        block = self._decide(action, hierarchy, to_pixels, controls, allowed, recognised)
+        if block is None and self.policy.money_moving and not recognised.any:
+            # Default-deny: a money-moving app takes input only on a screen known to be safe.
+            return Block(
+                None,
+                f"{action.type} on a screen not in the pack's safe-screen catalogue "
+                f"(screen: {screen_name(hierarchy, display)})",
+            )
+        return block
+
+    def _decide(
+        self,
+        action: Action,
+        hierarchy: Hierarchy,
+        to_pixels: Any,
+        controls: list[StopControl],
+        allowed: frozenset[SafeInput],
+        recognised: Recognised,
+    ) -> Block | None:
+        self._recognised = recognised
+        self._hierarchy = hierarchy
         if _is_touch(action):
             assert isinstance(action, Click | DoubleClick | LongPress)
             px, py = to_pixels(action.x, action.y)
@@ -346,7 +421,7 @@ class Interlock:
         if isinstance(action, KeyPress):
             if action.key is Key.ENTER:
                 return self._check_enter(hierarchy, controls, allowed)
-            if self.policy.money_moving and action.key not in (Key.BACK, Key.HOME, Key.RECENT):
+            if self.policy.money_moving:
                 return Block(None, f"key {action.key} in a money-moving app")
             return None
         if isinstance(action, Type):
@@ -417,6 +492,21 @@ class Interlock:
                         and any(_overlap(node.bounds, r) for r in c.regions)
                     ):
                         return Block(c, f"{where}: a view drawn over a stop control takes the touch")
+        if self.policy.money_moving and not any(_opaque(n) for n in under):
+            if target is not None and not self._recognised.knows_control(target):
+                name = target.short_id or target.class_name
+                return Block(
+                    None,
+                    f"{where}: {name!r} is not a control the catalogue lists for {self._recognised.names()}",
+                )
+            if kind == LongPress.model_fields["type"].default:
+                # no golden plan long-presses; a long press is a commit gesture the labels cannot show
+                return Block(None, f"{where}: long press in a money-moving app")
+            if target is None and not any(_editable(n) or n.focusable for n in under):
+                # nothing the dump shows takes a touch here: what does is a window it does not show
+                return Block(
+                    None, f"{where}: no control of the hierarchy is there (an undumped window may be)"
+                )
         return self._policy_touch(where, under, target, allowed)
 
     def _policy_touch(
@@ -426,10 +516,12 @@ class Interlock:
         foreign = next((n for n in under if policy.foreign(n.package)), None)
         if foreign is not None:
             return Block(None, f"{where} lands in {foreign.package}, outside the pack's packages")
-        if not policy.money_moving or SafeInput.WEBVIEW_TAPS in allowed:
+        if not policy.money_moving:
             return None
         opaque = next((n for n in under if _opaque(n)), None)
         if opaque is None:
+            return self._digit_key_block(where, under, target)
+        if self._recognised.allows_webview_tap(opaque):
             return None
         # Inside an H5 page / canvas: only what the hierarchy describes is known.
         inner = [n for n in under if n is opaque or opaque in n.ancestors()]
@@ -443,6 +535,24 @@ class Interlock:
                 f"{where} in a {opaque.class_name} region that exposes no text (not a screen marked safe)",
             )
         return None
+
+    def _digit_key_block(self, where: str, under: list[Node], target: Node | None) -> Block | None:
+        """A key of a PIN pad (a node whose text is one digit) while a password / code is asked for."""
+        key = next((n for n in [*under, *([target] if target else [])] if _digit_key(n)), None)
+        if key is None and target is not None:
+            key = next((d for d in target.descendants() if _digit_key(d)), None)
+        if key is None or self._hierarchy is None:
+            return None
+        if not _keypad_on_screen(self._hierarchy):
+            return None
+        prompt = _secret_prompt(self._hierarchy)
+        if prompt is None:
+            return None
+        return Block(
+            None,
+            f"{where}: key {key.text.strip()!r} of a PIN pad while "
+            f"{(prompt.text or prompt.content_desc or prompt.resource_id)!r} asks for a secret",
+        )
 
     def _check_swipe(
         self,
@@ -478,11 +588,43 @@ class Interlock:
             foreign = next((n for n in hierarchy.at(x, y) if self.policy.foreign(n.package)), None)
             if foreign is not None:
                 return Block(None, f"swipe through {foreign.package}, outside the pack's packages")
+        if self.policy.money_moving:
+            b = self._money_swipe(hierarchy, (fx, fy), (tx, ty), n)
+            if b is not None:
+                return b
         if abs(tx - fx) > abs(ty - fy):
             # A sideways drag in an H5 page or canvas may be a slide-to-pay the hierarchy cannot show.
             b = self._policy_touch(f"sideways swipe from pixel ({fx},{fy})", start_under, None, allowed)
             if b is not None:
                 return b
+        return None
+
+    def _money_swipe(
+        self, hierarchy: Hierarchy, start: tuple[float, float], end: tuple[float, float], steps: int
+    ) -> Block | None:
+        """A swipe in a money-moving app is a scroll: it does not end in a WebView / canvas it did
+        not start in (an H5 element under the finger at the end), and on a screen whose catalogue
+        entry lists its controls it starts, ends and passes over only listed controls (a
+        transparent overlay forwarding a drag to pay is none of them)."""
+        fx, fy = start
+        tx, ty = end
+        op_start = next((n for n in hierarchy.at(fx, fy) if _opaque(n)), None)
+        op_end = next((n for n in hierarchy.at(tx, ty) if _opaque(n)), None)
+        if op_end is not None and op_end is not op_start and not self._recognised.allows_webview_tap(op_end):
+            return Block(
+                None,
+                f"swipe ending at pixel ({round(tx)},{round(ty)}) in a {op_end.class_name} it did not start in",
+            )
+        for i in range(0, steps + 1):
+            x, y = fx + (tx - fx) * i / steps, fy + (ty - fy) * i / steps
+            target = hierarchy.target_at(x, y)
+            if target is not None and not _opaque(target) and not self._recognised.knows_control(target):
+                name = target.short_id or target.class_name
+                return Block(
+                    None,
+                    f"swipe over pixel ({round(x)},{round(y)}): {name!r} is not a control the catalogue "
+                    f"lists for {self._recognised.names()}",
+                )
         return None
 
     # --- keys and text ----------------------------------------------------------------------
@@ -501,39 +643,76 @@ class Interlock:
                 return Block(controls[0], "enter in a field of a form that a stop control submits")
         if focused is not None and self.policy.foreign(focused.package):
             return Block(None, f"enter into {focused.package}, outside the pack's packages")
-        if self.policy.money_moving and SafeInput.ENTER not in allowed:
+        if self.policy.money_moving and not (
+            SafeInput.ENTER in allowed and self._recognised.allows_enter_into(focused)
+        ):
             return Block(
                 None, "enter in a money-moving app: a form submits by key, even with its button off screen"
             )
         return None
 
     def _check_type(
-        self, action: Type, hierarchy: Hierarchy, controls: list[StopControl], allowed: frozenset[SafeInput]
+        self, action: Action, hierarchy: Hierarchy, controls: list[StopControl], allowed: frozenset[SafeInput]
     ) -> Block | None:
+        assert isinstance(action, Type)
         if "\n" in action.text or "\r" in action.text:
             b = self._check_enter(hierarchy, controls, allowed)
             if b is not None:
                 return Block(b.control, f"text with a newline: {b.reason}")
         focused = hierarchy.focused()
-        if focused is None:
-            return None
-        if self.policy.foreign(focused.package):
+        if focused is not None and self.policy.foreign(focused.package):
             return Block(None, f"text into {focused.package}, outside the pack's packages")
-        c = next((c for c in controls if _related(focused, c.node)), None)
-        if c is not None:
-            return Block(c, "text into a focused stop control")
-        if _is_secret_field(focused):
-            if controls:
-                return Block(controls[0], "text into a password / verification-code field on a commit screen")
-            if self.policy.money_moving:
-                # A payment keypad submits itself on the last digit, with no button to see.
-                return Block(None, "text into a password / verification-code field of a money-moving app")
+        if focused is not None:
+            c = next((c for c in controls if _related(focused, c.node)), None)
+            if c is not None:
+                return Block(c, "text into a focused stop control")
+            if _is_secret_field(focused):
+                if controls:
+                    return Block(
+                        controls[0], "text into a password / verification-code field on a commit screen"
+                    )
+                if self.policy.money_moving:
+                    # A payment keypad submits itself on the last digit, with no button to see.
+                    return Block(None, "text into a password / verification-code field of a money-moving app")
+        if not self.policy.money_moving:
+            return None
+        pin = self._pin_block(action.text, hierarchy, focused)
+        if pin is not None:
+            return pin
+        if self._recognised.any and SafeInput.TEXT not in allowed:
+            return Block(
+                None, f"text on {self._recognised.names()}: the catalogue does not allow typing there"
+            )
+        return None
+
+    def _pin_block(self, text: str, hierarchy: Hierarchy, focused: Node | None) -> Block | None:
+        """Digits in a money-moving app where they may be a PIN: with no known focus (a custom
+        keypad takes them), into a WebView (an H5 cashier), with a PIN pad or a password / code
+        prompt on screen."""
+        if not any(ch.isdigit() for ch in text):
+            return None
+        if focused is None:
+            return Block(
+                None, "digits typed with no known focus in a money-moving app (a PIN pad may take them)"
+            )
+        if _opaque(focused) or any(_opaque(a) for a in focused.ancestors()):
+            return Block(None, f"digits typed into a {focused.class_name} (an H5 page may be a cashier)")
+        if _keypad_on_screen(hierarchy):
+            return Block(None, "digits typed while a PIN pad is on screen")
+        prompt = _secret_prompt(hierarchy)
+        if prompt is not None:
+            what = prompt.text or prompt.content_desc or prompt.resource_id
+            return Block(None, f"digits typed while {what!r} asks for a password / code")
         return None
 
 
 class InterlockedDevice:
-    """A phone behind the interlock. Implements `realbench.device.Device`; observation passes
-    through, every action is checked on a fresh hierarchy first."""
+    """A phone behind the interlock: the only way to a phone. Implements `realbench.device.Device`.
+
+    It exposes checked operations only — `act`, `launch`, `start_app`, `deep_link`, and the logged
+    operator `override` — plus read-only queries (`observe`, `hierarchy`, `screenshot`, `size`,
+    `current_app`, `app_version` …). There is no attribute pass-through: what a caller may do to
+    the phone is what is written here. Raw access is `raw_phone_for_tests`, logged, for tests."""
 
     def __init__(
         self,
@@ -543,7 +722,7 @@ class InterlockedDevice:
         settle_s: float = SETTLE_S,
         screen_check: Callable[[Hierarchy], None] | None = None,
     ) -> None:
-        self.inner = inner
+        self._phone = inner
         # Shown every fresh screen too: a target can refuse to act on a broken environment (the
         # app's login screen, say) by raising DeviceError.
         self.screen_check = screen_check
@@ -562,7 +741,7 @@ class InterlockedDevice:
         """Set the controls of the coming episode (a task may have none; the app's forbidden list
         still applies) and the pack's policy. Until armed, every touch, key and text is refused."""
         self.interlock = Interlock(boundary, forbidden, margin_px=self.interlock.margin_px, policy=policy)
-        self.interlock.app_aliases = dict(getattr(self.inner, "app_aliases", {}) or {})
+        self.interlock.app_aliases = dict(getattr(self._phone, "app_aliases", {}) or {})
         self.armed = True
         self._seen_controls = None
 
@@ -571,80 +750,202 @@ class InterlockedDevice:
         self.armed = False
         self._seen_controls = None
 
-    # Device protocol -------------------------------------------------------------------------
+    @property
+    def policy(self) -> InterlockPolicy:
+        return self.interlock.policy
+
+    # Read-only queries ---------------------------------------------------------------------
 
     @property
     def kind(self) -> DeviceKind:
-        return self.inner.kind
+        return self._phone.kind
 
     @property
     def serial(self) -> str:
-        return self.inner.serial
+        return self._phone.serial
+
+    @property
+    def virtual(self) -> bool:
+        return bool(getattr(self._phone, "virtual", False))
+
+    @property
+    def profile(self) -> Any:
+        return getattr(self._phone, "profile", None)
+
+    @property
+    def app_aliases(self) -> dict[str, str]:
+        return dict(getattr(self._phone, "app_aliases", {}) or {})
 
     def size(self) -> tuple[int, int]:
-        return self.inner.size()
+        return self._phone.size()
+
+    def to_pixels(self, x: int, y: int) -> tuple[int, int]:
+        return self._phone.to_pixels(x, y)
 
     def observe(self) -> Observation:
-        obs = self.inner.observe()
+        obs = self._phone.observe()
         self._seen_controls = self._control_keys(obs.hierarchy)
         return obs
 
+    def hierarchy(self) -> str:
+        return self._phone.hierarchy()
+
+    def settled_hierarchy(self) -> str:
+        settled = getattr(self._phone, "settled_hierarchy", None)
+        return str(settled()) if settled is not None else self._phone.hierarchy()
+
+    def screenshot(self) -> bytes:
+        return self._phone.screenshot()
+
+    def current_app(self) -> str | None:
+        return self._query("current_app")
+
+    def current_activity(self) -> str | None:
+        return self._query("current_activity")
+
+    def app_version(self, package: str) -> str | None:
+        return self._query("app_version", package)
+
+    def recent_app_version(self, package: str) -> str | None:
+        return self._query("recent_app_version", package)
+
+    def describe(self) -> dict[str, Any]:
+        info = self._query("describe")
+        return dict(info) if isinstance(info, dict) else {"serial": self.serial}
+
+    def _query(self, name: str, *args: Any) -> Any:
+        method = getattr(self._phone, name, None)
+        if method is None:
+            raise DeviceError(f"{self.serial}: this device cannot answer {name}")
+        return method(*args)
+
+    def check(self, action: Action) -> Block | None:
+        """What the guard would decide about `action` on a fresh dump now (nothing is sent)."""
+        _, hierarchy = self._dump()
+        return self.interlock.check(action, hierarchy, self._phone.to_pixels, self._phone.size())
+
+    # Checked operations --------------------------------------------------------------------
+
     def start_app(self, app: str) -> None:
-        self.inner.start_app(app)
+        """Start an app: only one of the armed pack's packages (the Device protocol's launch)."""
+        self.launch(app)
 
     def stop_app(self, app: str) -> None:
-        self.inner.stop_app(app)
+        self._phone.stop_app(app)  # a force-stop commits nothing
+
+    def launch(self, package: str, cold_start: Callable[[str], None] | None = None) -> None:
+        """Start `package` — refused unless it is one of the armed pack's packages. `cold_start` is
+        the caller's own stop / start / pop-up routine, run only once the launch is allowed."""
+        package = self.interlock.app_aliases.get(package, package)
+        self.checked += 1
+        if not self.armed:
+            raise DeviceError(
+                f"interlock on {self.serial} is not armed; refusing the launch of {package}",
+                hint="arm it with the pack's policy first",
+            )
+        if not self.interlock.policy.may_launch(package):
+            self._refuse_plain(
+                "launch", Block(None, f"launch of {package!r}: not one of the pack's packages")
+            )
+        log.info("interlock on %s: launching %s", self.serial, package)
+        if cold_start is not None:
+            cold_start(package)
+        else:
+            self._phone.stop_app(package)
+            self._phone.start_app(package)
+
+    def deep_link(self, url: str) -> None:
+        """Open a deep link — refused unless its scheme is one the armed pack declares."""
+        self.checked += 1
+        if not self.armed:
+            raise DeviceError(
+                f"interlock on {self.serial} is not armed; refusing deep link {url}",
+                hint="arm it with the pack's policy first",
+            )
+        if not self.interlock.policy.may_deep_link(url):
+            self._refuse_plain(
+                "deep_link",
+                Block(None, f"deep link {url!r}: its scheme is not one of the pack's url_schemes"),
+            )
+        shell = getattr(self._phone, "shell", None)
+        if shell is None:
+            raise DeviceError(f"{self.serial}: this device cannot open a deep link")
+        log.info("interlock on %s: deep link %s", self.serial, url)
+        shell(["am", "start", "-a", "android.intent.action.VIEW", "-d", url])
+
+    def override(self, action: Action, *, operator: str, reason: str) -> Block | None:
+        """Send `action` without the checks, on an operator's explicit decision (the console's
+        "send anyway"). Logged at WARNING with the operator, the reason, what the guard would
+        have refused and the screen. Returns that refusal (None if the guard would have allowed it)."""
+        if not operator.strip():
+            raise DeviceError("an override needs the operator's name", hint="the console asks for it")
+        xml, hierarchy = self._dump()
+        size = self._phone.size()
+        would = self.interlock.check(action, hierarchy, self._phone.to_pixels, size)
+        log.warning(
+            "interlock on %s OVERRIDDEN by operator %r (%s): %s; boundary: %s; screen: %s",
+            self.serial,
+            operator,
+            reason,
+            action.type,
+            would.describe() if would else "none (the guard would have allowed it)",
+            screen_name(hierarchy, Bounds(0, 0, size[0], size[1])),
+        )
+        self._phone.act(action)
+        return would
 
     def close(self) -> None:
-        self.inner.close()
+        self._phone.close()
 
-    def __getattr__(self, name: str) -> Any:
-        # Queries (hierarchy, info, app_version…) pass through; only `act` is guarded.
-        return getattr(self.inner, name)
+    def raw_phone_for_tests(self, reason: str) -> GuardedPhone:
+        """The unguarded phone. For tests that must prove a trap commits without the guard; no
+        library or console code calls it. Every call is logged."""
+        log.warning("interlock on %s: raw phone handed out (%s)", self.serial, reason)
+        return self._phone
 
     def act(self, action: Action) -> None:
         if isinstance(action, PASS_THROUGH):
-            self.inner.act(action)
+            self._phone.act(action)
             return
         if not self.armed:
             # A setup bug, not a boundary: unscored, and nothing is sent.
             raise DeviceError(
-                f"interlock on {self.inner.serial} is not armed; refusing {action.type}",
+                f"interlock on {self._phone.serial} is not armed; refusing {action.type}",
                 hint="PhoneTarget.setup arms it with the task's boundary and the app's forbidden controls",
             )
         if isinstance(action, KeyPress) and action.key in (Key.BACK, Key.HOME, Key.RECENT):
-            self.inner.act(action)  # back / home / recent cannot commit anything
+            self._phone.act(action)  # back / home / recent cannot commit anything
             return
         if isinstance(action, OpenApp):
             self.checked += 1
             block = self.interlock.check_open_app(action)
             if block is not None:
                 self._refuse(action, block, self._dump_or_none())
-            self.inner.act(action)
+            self._phone.act(action)
             return
         if isinstance(action, DoubleClick):
             # The first tap may open a dialog whose commit button lies under the second one:
             # each tap is checked against the screen it will land on.
             single = Click(x=action.x, y=action.y)
             self._guard(action)
-            self.inner.act(single)
+            self._phone.act(single)
             self._guard(action, settle=False)
-            self.inner.act(single)
+            self._phone.act(single)
             return
         self._guard(action)
-        self.inner.act(action)
+        self._phone.act(action)
 
     def _guard(self, action: Action, *, settle: bool = True) -> None:
         """Decide on fresh dumps, and read again right before the input: the decision is redone
         on each dump until two consecutive dumps agree (or MAX_DUMPS were all decided)."""
         self.checked += 1
-        screen = self.inner.size()
+        screen = self._phone.size()
         seen = self._seen_controls
         self._seen_controls = None  # after this action the screen is unknown again
         previous: str | None = None
         for attempt in range(MAX_DUMPS):
             xml, hierarchy = self._dump()
-            block = self.interlock.check(action, hierarchy, self.inner.to_pixels, screen)
+            block = self.interlock.check(action, hierarchy, self._phone.to_pixels, screen)
             if block is not None:
                 self._refuse(action, block, xml)
             if xml == previous:
@@ -657,19 +958,19 @@ class InterlockedDevice:
             previous = xml
         log.info(
             "interlock on %s: the screen changed on each of %d dumps; every one was checked",
-            self.inner.serial,
+            self._phone.serial,
             MAX_DUMPS,
         )
 
     def _dump(self) -> tuple[str, Hierarchy]:
-        xml = self.inner.hierarchy()
+        xml = self._phone.hierarchy()
         self.last_dump_s = time.perf_counter()
         self.dumps += 1
         try:
             hierarchy = Hierarchy(xml)
         except RealbenchError as exc:
             raise DeviceError(
-                f"interlock on {self.inner.serial}: unreadable hierarchy ({exc.message}); nothing sent",
+                f"interlock on {self._phone.serial}: unreadable hierarchy ({exc.message}); nothing sent",
                 hint="the episode is an unscored abort and will be rerun",
             ) from None
         if self.screen_check is not None:
@@ -678,11 +979,22 @@ class InterlockedDevice:
 
     def _refuse(self, action: Action, block: Block, xml: str | None) -> None:
         self.blocked.append(block)
-        log.warning("interlock on %s blocked %s: %s", self.inner.serial, action.type, block.describe())
+        log.warning("interlock on %s blocked %s: %s", self._phone.serial, action.type, block.describe())
         raise BoundaryBlocked(
-            f"interlock blocked {action.type} on {self.inner.serial}: {block.describe()}",
+            f"interlock blocked {action.type} on {self._phone.serial}: {block.describe()}",
             control=block.control.describe() if block.control else block.reason,
             hierarchy=xml,
+            screenshot=self._screenshot_or_none(),
+        )
+
+    def _refuse_plain(self, what: str, block: Block) -> None:
+        """A refusal that is not about a screen (a launch, a deep link): nothing was sent."""
+        self.blocked.append(block)
+        log.warning("interlock on %s blocked %s: %s", self._phone.serial, what, block.describe())
+        raise BoundaryBlocked(
+            f"interlock blocked {what} on {self._phone.serial}: {block.describe()}",
+            control=block.reason,
+            hierarchy=self._dump_or_none(),
             screenshot=self._screenshot_or_none(),
         )
 
@@ -701,12 +1013,12 @@ class InterlockedDevice:
 
     def _dump_or_none(self) -> str | None:
         try:
-            return self.inner.hierarchy()
+            return self._phone.hierarchy()
         except DeviceError:
             return None
 
     def _screenshot_or_none(self) -> bytes | None:
         try:
-            return self.inner.screenshot()
+            return self._phone.screenshot()
         except DeviceError:
             return None
