@@ -18,7 +18,9 @@ JSON API (all under /api):
   DELETE /api/sessions/{sid}
   GET    /api/clones, GET /healthz
 Pages: GET /s/{sid} (the whole page; ``?screen=none``: without the screen), GET /s/{sid}/screen ->
-{version, route, html}.
+{version, route, html}; GET / lists the clones with a button each that POSTs /new/{clone}
+(``?drift=&seed=``) to open a fresh session (a state change is never a GET: an ``<img src>`` on any
+page must not create sessions).
 
 What the page shell adds around a clone's `render(state)`: the shared stylesheet
 (clones/static/base.css) plus the clone's optional `stylesheet` text, a status bar with the virtual
@@ -31,7 +33,8 @@ Security and limits (realbench.http_guard): loopback by default, a token from an
 variable for any other address, a Host allow-list and Origin check, JSON bodies only, a body-size
 cap (413; a socket message over it closes the socket with 1009), JSON nesting cap (400), a session
 cap (429) and idle expiry; a state whose ``ui.route``
-is not one of the clone's routes is refused (400).
+is not one of the clone's routes is refused (400). Connections: header and body read deadlines and
+per-client and total connection caps (`realbench.http_guard.server_config`).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ from realbench.http_guard import (
     ServerSecurity,
     parse_json_body,
     security_for,
+    server_config,
 )
 from realbench.taskpack import CloneSetup
 
@@ -528,6 +532,14 @@ def create_app(
         # busy machine (≈ 10 ms more per step than a message on an open socket, docs/benchmarks.md).
         # The guard (Host, Origin, token) has already checked the handshake.
         sid = websocket.path_params["sid"]
+        try:
+            await _event_loop(websocket, sid)
+        except (WebSocketDisconnect, OSError, RuntimeError):
+            # the page went away mid-answer (closed, navigated, its browser stopped by Ctrl-C):
+            # nothing to answer, and no traceback for an ordinary goodbye
+            log.debug("event socket of session %s closed by the page", sid)
+
+    async def _event_loop(websocket: WebSocket, sid: str) -> None:
         await websocket.accept()
         try:
             store.get(sid)
@@ -591,18 +603,30 @@ def create_app(
         with session.lock:
             return JSONResponse(_screen_payload(session))
 
+    def _new_button(name: str, query: str, label: str) -> str:
+        # a form with no named fields posts an empty body (the guard only takes JSON bodies)
+        action = html.escape(f"/new/{name}{query}")
+        return (
+            f'<form method="post" action="{action}" style="display:inline">'
+            f'<button type="submit">{html.escape(label)}</button></form>'
+        )
+
     async def index(request: Request) -> Response:
         links = "".join(
-            f'<li><a href="/new/{html.escape(n)}">{html.escape(get_clone(n).title)}</a> ({html.escape(n)}) · '
-            f'<a href="/new/{html.escape(n)}?drift=mild">mild drift</a> · '
-            f'<a href="/new/{html.escape(n)}?drift=heavy">heavy drift</a></li>'
+            f"<li>{html.escape(get_clone(n).title)} ({html.escape(n)}) "
+            + " · ".join(
+                _new_button(n, q, label)
+                for q, label in (("", "open"), ("?drift=mild", "mild drift"), ("?drift=heavy", "heavy drift"))
+            )
+            + "</li>"
             for n in clone_names()
         )
         return HTMLResponse(f"<!doctype html><meta charset='utf-8'><h1>realbench clones</h1><ul>{links}</ul>")
 
     @_endpoint
     async def new_page(request: Request) -> Response:
-        """Open a fresh session of a clone in a browser (for people; agents use the JSON API)."""
+        """Open a fresh session of a clone in a browser (for people; agents use the JSON API). A
+        POST: the guard's Origin check keeps other sites' pages from creating sessions."""
         drift = request.query_params.get("drift")
         try:
             seed = int(request.query_params.get("seed", 0))
@@ -618,7 +642,7 @@ def create_app(
 
     routes = [
         Route("/", index),
-        Route("/new/{clone}", new_page),
+        Route("/new/{clone}", new_page, methods=["POST"]),
         Route("/healthz", healthz),
         Route("/api/clones", list_clones),
         Route("/api/sessions", create_session, methods=["POST"]),
@@ -671,11 +695,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def _uvicorn_config(app: Starlette, log_level: str, limits: ServerLimits) -> uvicorn.Config:
-    return uvicorn.Config(
+    return server_config(
         app,
+        limits,
         log_level=log_level,
-        access_log=False,
         lifespan="off",
+        # pages keep their connection between taps; an idle one costs no more than a socket
         timeout_keep_alive=120,
         ws="websockets-sansio",
         # frames over the body limit are refused by the protocol layer before they are buffered whole

@@ -141,6 +141,12 @@ class PreflightError(ConfigError):
     drift profile, app version). One line says what and where; the hint says what to do."""
 
 
+class RunInterrupted(RealbenchError):
+    """The operator stopped a run (Ctrl-C); what finished is stored and a rerun resumes."""
+
+    exit_code = 130  # what a shell reports for SIGINT
+
+
 class RunFailedError(RealbenchError):
     """A command finished but produced nothing usable (every episode aborted, every phone
     quarantined, every judge verdict an endpoint failure or an abstention)."""

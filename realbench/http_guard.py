@@ -12,24 +12,40 @@
 - A body of a POST/PUT/PATCH must be JSON (``Content-Type: application/json``) and at most
   `max_body_bytes` (413 beyond); JSON nested deeper than `max_json_depth` is a 400.
 
+- Connections (`server_config`, what every server hands uvicorn): a request's headers must arrive
+  within `header_timeout_s` of the connection opening (or of its first byte after a keep-alive
+  pause) and be at most `max_header_bytes`; a body must arrive within `body_timeout_s` (408);
+  one client address holds at most `max_connections_per_client` connections and the server at
+  most `max_connections` (more are closed at once), so half-open requests cannot exhaust its
+  file descriptors.
+
 Session caps and idle expiry are the servers' own (they know what a session is); their limits live
 in `ServerLimits` too, so one set of options configures a server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import secrets
 import socket
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from realbench.errors import ConfigError, RealbenchError, ServerError
+
+if TYPE_CHECKING:  # the server side only: clients import this module without uvicorn
+    import uvicorn
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN_ENV = "REALBENCH_SERVER_TOKEN"
 TOKEN_COOKIE = "rb_token"
@@ -68,6 +84,16 @@ class ServerLimits:
     max_sessions: int = 1024
     idle_timeout_s: float = 3600.0
     max_snapshots: int = 4096
+    # connections (see `server_config`): well under the common `ulimit -n 1024`
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_header_bytes: int = 64 * 1024
+    max_connections_per_client: int = 256
+    max_connections: int = 768
+    keep_alive_s: int = 5
+    # connections accepted per turn of the event loop (and the listen queue): each takes a file
+    # before the caps can refuse it, so a burst may hold at most this many beyond them
+    accept_backlog: int = 128
 
 
 @dataclass(frozen=True)
@@ -210,8 +236,18 @@ class GuardMiddleware:
             chunks: list[bytes] = []
             size = 0
             more = True
+            deadline = time.monotonic() + self.limits.body_timeout_s
             while more:
-                message = await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+                except TimeoutError:
+                    await _answer(
+                        send,
+                        408,
+                        f"request body not received within {self.limits.body_timeout_s:g} s",
+                        "send the whole body at once",
+                    )
+                    return
                 if message["type"] != "http.request":
                     return  # the client went away
                 chunk = message.get("body", b"")
@@ -259,8 +295,11 @@ class GuardMiddleware:
         if _hostname(headers.get("host", "")) not in allowed:
             return 403, "Host header not allowed", "add the name with --allow-host"
         origin = headers.get("origin")
-        if origin is not None and (origin == "null" or _hostname(urlsplit(origin).netloc) not in allowed):
-            return 403, "cross-origin request refused", "call the API from the same host"
+        # Same origin means host AND port: another local web app on another port is another site.
+        if origin is not None and (
+            origin == "null" or urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
+        ):
+            return 403, "cross-origin request refused", "call the API from the same host and port"
         token = self.security.token
         if token is not None and (given is None or not secrets.compare_digest(given[0], token)):
             return (
@@ -318,4 +357,124 @@ async def _answer(send: Send, status: int, message: str, hint: str | None = None
 async def _too_large(send: Send, limit: int) -> None:
     await _answer(
         send, 413, f"request body larger than {limit} bytes", "the server's --max-body option sets the limit"
+    )
+
+
+# --- connections -------------------------------------------------------------------------------
+
+
+class _ConnectionCounts:
+    """Open connections of one server, by client address (shared by its protocol instances)."""
+
+    def __init__(self) -> None:
+        self.by_client: Counter[str] = Counter()
+        self.refused = 0
+        self.timed_out = 0
+
+
+def guarded_protocol(limits: ServerLimits) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a header-read deadline and per-client/total connection caps.
+
+    uvicorn arms no timer on a new connection, and a request whose headers never finish cancels
+    its keep-alive timer: such a connection stayed open for ever. Here a connection whose request
+    headers are not complete `header_timeout_s` after it opened (or after its first byte following
+    a response) is closed, and one over a cap is closed as soon as it is accepted."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    counts = _ConnectionCounts()
+
+    class GuardedH11Protocol(H11Protocol):
+        stats = counts
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._rb_client = self.client[0] if self.client else "?"
+            self._rb_counted = False
+            self._rb_header_timer: asyncio.TimerHandle | None = None
+            if (
+                counts.by_client[self._rb_client] >= limits.max_connections_per_client
+                or len(self.connections) > limits.max_connections
+            ):
+                counts.refused += 1
+                if counts.refused in (1, 100) or counts.refused % 1000 == 0:
+                    log.warning(
+                        "connection from %s refused: %d open from it, %d in all (limits %d / %d; %d refused so far)",
+                        self._rb_client,
+                        counts.by_client[self._rb_client],
+                        len(self.connections),
+                        limits.max_connections_per_client,
+                        limits.max_connections,
+                        counts.refused,
+                    )
+                transport.abort()
+                return
+            counts.by_client[self._rb_client] += 1
+            self._rb_counted = True
+            self._rb_arm_header_timer()
+
+        def _rb_uncount(self) -> None:
+            if self._rb_counted:
+                self._rb_counted = False
+                counts.by_client[self._rb_client] -= 1
+                if counts.by_client[self._rb_client] <= 0:
+                    del counts.by_client[self._rb_client]
+            if self._rb_header_timer is not None:
+                self._rb_header_timer.cancel()
+                self._rb_header_timer = None
+
+        def _rb_arm_header_timer(self) -> None:
+            if self._rb_header_timer is None:
+                self._rb_header_timer = self.loop.call_later(limits.header_timeout_s, self._rb_headers_late)
+
+        def _rb_waiting_for_headers(self) -> bool:
+            idle = self.cycle is None or self.cycle.response_complete
+            return idle and self.conn.their_state in (h11.IDLE, h11.DONE)
+
+        def _rb_headers_late(self) -> None:
+            self._rb_header_timer = None
+            if self._rb_waiting_for_headers() and not self.transport.is_closing():
+                counts.timed_out += 1
+                log.debug(
+                    "closing a connection from %s: no complete request headers in time", self._rb_client
+                )
+                self.transport.abort()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if not self._rb_counted:
+                return
+            if self._rb_waiting_for_headers():
+                if not self.transport.is_closing():
+                    self._rb_arm_header_timer()  # part of a request's headers: they get the deadline
+            elif self._rb_header_timer is not None:
+                self._rb_header_timer.cancel()
+                self._rb_header_timer = None
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._rb_uncount()
+            super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self, event: h11.Request) -> None:
+            self._rb_uncount()  # the socket's protocol takes the connection over
+            super().handle_websocket_upgrade(event)
+
+    return GuardedH11Protocol
+
+
+def server_config(app: Any, limits: ServerLimits, **options: Any) -> uvicorn.Config:
+    """The uvicorn settings every realbench server runs with: the guarded h11 protocol (header
+    deadline, connection caps), the header size cap, uvicorn's own concurrency cap (503 beyond)
+    and a keep-alive timeout. `options` are passed on (log_level, lifespan, ws, …)."""
+    import uvicorn
+
+    options.setdefault("timeout_keep_alive", limits.keep_alive_s)
+    options.setdefault("access_log", False)
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(limits),
+        h11_max_incomplete_event_size=limits.max_header_bytes,
+        limit_concurrency=limits.max_connections,
+        backlog=limits.accept_backlog,
+        **options,
     )

@@ -18,11 +18,14 @@ class Outcome(StrEnum):
     # checks, judges and human labels decide later. Distinct from `failure` so that no summary
     # counts an unjudged real-phone episode as an agent failure.
     UNVERIFIED = "unverified"
+    # Stopped by the operator (Ctrl-C) mid-episode: neither an agent failure nor a device's abort;
+    # it takes no attempt from the episode's budget and a plain rerun runs it again.
+    INTERRUPTED = "interrupted"
 
     @property
     def scored(self) -> bool:
         """env_invalid episodes are unscored aborts: rerun, never counted as agent failures."""
-        return self is not Outcome.ENV_INVALID
+        return self not in (Outcome.ENV_INVALID, Outcome.INTERRUPTED)
 
 
 class EndReason(StrEnum):

@@ -4,6 +4,11 @@ One worker thread per target (a headless clone page or a leased phone). Episodes
 store are skipped, so re-running the same command after a crash finishes the run without
 redoing or losing an episode. An `env_invalid` attempt is an unscored abort: the episode is
 queued again (on another target when there is one) up to `max_attempts` times.
+
+Ctrl-C stops the run: workers take no new episode, and an episode that the stop cut short (its
+target closed under it) is recorded as `interrupted`, which is neither an agent failure nor a
+device's abort. It takes nothing from the episode's attempt budget nor from the phone's abort
+rate, and a plain rerun runs it again.
 """
 
 from __future__ import annotations
@@ -86,6 +91,11 @@ class _Item:
     last_attempt: int = DEFAULT_MAX_ATTEMPTS - 1  # the attempt number after which it is given up
 
 
+def _counted(outcomes: list[Outcome]) -> list[Outcome]:
+    """The attempts that count against an episode's budget (an interruption does not)."""
+    return [o for o in outcomes if o is not Outcome.INTERRUPTED]
+
+
 @dataclass
 class RunSummary:
     run_id: str
@@ -97,19 +107,31 @@ class RunSummary:
         os.replace(tmp, path)
 
 
-def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> RunSummary:
-    """The run's summary, computed from the store (so it covers resumed runs)."""
+def summarize(store: RunStore, run_id: str, *, max_attempts: int | None = None) -> RunSummary:
+    """The run's summary, computed from the store (so it covers resumed runs). `max_attempts`:
+    the run's own (recorded with it) unless given."""
+    runs = {r["run_id"]: r for r in store.runs()}
+    meta = runs.get(run_id, {})
+    if max_attempts is None:
+        max_attempts = int((meta.get("config") or {}).get("max_attempts") or DEFAULT_MAX_ATTEMPTS)
     attempts = store.attempts(run_id, include_damaged=False)
     frame = store.episodes_frame([run_id])
     outcomes: Counter[str] = Counter(str(o) for outs in attempts.values() for o in outs)
     tasks: dict[str, dict[str, int]] = {}
-    scored = successes = aborted = 0
+    scored = successes = aborted = interrupted = 0
     decided = store.decisions(run_id)
     undecided = 0
+    given_up_keys: set[EpisodeKey] = set()
     for key, outs in sorted(attempts.items(), key=lambda kv: (kv[0].task, kv[0].seed, kv[0].repeat)):
-        entry = tasks.setdefault(key.task, {"episodes": 0, "successes": 0, "aborted": 0, "undecided": 0})
+        entry = tasks.setdefault(
+            key.task, {"episodes": 0, "successes": 0, "aborted": 0, "undecided": 0, "interrupted": 0}
+        )
         final = outs[-1]
-        if final.scored:
+        if final is Outcome.INTERRUPTED or (not final.scored and len(_counted(outs)) < max_attempts):
+            # stopped before its budget ran out: a plain rerun resumes it
+            interrupted += 1
+            entry["interrupted"] += 1
+        elif final.scored:
             scored += 1
             entry["episodes"] += 1
             verdict = decided.get(key)
@@ -122,10 +144,14 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         else:
             aborted += 1
             entry["aborted"] += 1
+            given_up_keys.add(key)
     total_attempts = sum(outcomes.values())
+    # interruptions are the operator's, not the device's: out of every abort rate
+    counted_attempts = total_attempts - outcomes.get(str(Outcome.INTERRUPTED), 0)
     devices: dict[str, dict[str, Any]] = {}
     if not frame.empty:
-        for serial, group in frame.groupby(frame["device_serial"].fillna("?")):
+        counted = frame[frame["outcome"] != str(Outcome.INTERRUPTED)]
+        for serial, group in counted.groupby(counted["device_serial"].fillna("?")):
             invalid = int((group["outcome"] == str(Outcome.ENV_INVALID)).sum())
             devices[str(serial)] = {
                 "kind": str(group["device_kind"].iloc[0]),
@@ -133,9 +159,7 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
                 "env_invalid": invalid,
                 "flake_rate": invalid / len(group),
             }
-    runs = {r["run_id"]: r for r in store.runs()}
-    meta = runs.get(run_id, {})
-    given_up = _given_up_reasons(frame, {k for k, outs in attempts.items() if not outs[-1].scored})
+    given_up = _given_up_reasons(frame, given_up_keys)
     data = {
         "run_id": run_id,
         "agent": meta.get("agent"),
@@ -149,9 +173,13 @@ def summarize(store: RunStore, run_id: str, *, max_attempts: int = DEFAULT_MAX_A
         # episodes whose every attempt failed on the environment; `run --retry-given-up` retries them
         "given_up": aborted,
         "given_up_reasons": given_up,
+        # stopped by Ctrl-C (or before their reruns): a plain rerun of the same command resumes them
+        "interrupted": interrupted,
         "attempts": total_attempts,
         "damaged": len(set(store.damaged()) & store.episode_ids(run_id)),
-        "abort_rate": outcomes.get(str(Outcome.ENV_INVALID), 0) / total_attempts if total_attempts else 0.0,
+        "abort_rate": outcomes.get(str(Outcome.ENV_INVALID), 0) / counted_attempts
+        if counted_attempts
+        else 0.0,
         "outcomes": dict(sorted(outcomes.items())),
         "tasks": tasks,
         "devices": devices,
@@ -235,6 +263,9 @@ class LocalRunner:
         self.not_run = 0
         self.eligible = eligible or (lambda _target, _key: True)
         self._agents: dict[int, Agent] = {}
+        # set on Ctrl-C: workers take no new episode and record the cut-short ones as interrupted
+        self.stop = threading.Event()
+        self._threads: list[threading.Thread] = []
 
     def _execute_here(self, target: Target, key: EpisodeKey) -> EpisodeResult:
         agent = self._agents.setdefault(id(target), self.agent_factory())
@@ -247,7 +278,7 @@ class LocalRunner:
         numbers = self.store.attempt_numbers(self.run_id)
         items = []
         for key in keys:
-            outs = done.get(key, [])
+            outs = _counted(done.get(key, []))
             if any(o.scored for o in outs):
                 continue
             # after `store repair` re-queued a damaged attempt the numbers may have a gap
@@ -299,7 +330,7 @@ class LocalRunner:
                 serials[id(target)] = serial
             while True:
                 with cond:
-                    if outstanding[0] <= 0:
+                    if outstanding[0] <= 0 or self.stop.is_set():
                         return
                 try:
                     item = work.get(timeout=0.2)
@@ -327,12 +358,20 @@ class LocalRunner:
                     return
                 try:
                     result = self.execute(target, item.key)
+                    if self.stop.is_set() and not result.outcome.scored:
+                        # its target was closed under it by the stop: not the device's abort
+                        result.outcome = Outcome.INTERRUPTED
+                        result.error = f"interrupted ({result.error})" if result.error else "interrupted"
                     self.store.write_episode(self.run_id, item.key, item.attempt, self.pack.app, result)
                 except BaseException as exc:  # a bug, not a device failure: stop the run loudly
+                    if self.stop.is_set():
+                        return  # cut short by the stop: nothing to record, a rerun runs it
                     errors.append(exc)
                     with cond:
                         outstanding[0] = 0
                         cond.notify_all()
+                    return
+                if self.stop.is_set():
                     return
                 after = getattr(target, "after_episode", None)
                 if callable(after):
@@ -348,10 +387,17 @@ class LocalRunner:
             threading.Thread(target=worker, args=(t,), daemon=True, name=f"worker-{i}")
             for i, t in enumerate(self.targets)
         ]
+        self._threads = threads
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.25)
+        except KeyboardInterrupt:
+            self.stop.set()  # the caller closes the targets, which ends the episodes in flight
+            bar.close()
+            raise
         bar.close()
         if errors:
             exc = errors[0]
@@ -365,3 +411,12 @@ class LocalRunner:
         summary.data["not_run"] = self.not_run
         summary.data["quarantined_all"] = self.not_run > 0
         return summary
+
+    def wait_stopped(self, timeout_s: float) -> int:
+        """After a stop: wait for the workers to record the episodes cut short; returns how many
+        workers were still busy when `timeout_s` ran out."""
+        self.stop.set()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return sum(t.is_alive() for t in self._threads)

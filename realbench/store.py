@@ -17,6 +17,12 @@ pending) means the index was damaged or replaced: the store refuses to open unti
 `realbench store repair DIR` rebuilds the index from the folders' episode.json, so such a folder is
 never run again or overwritten. Index rows whose folder is missing or unreadable are *damaged*:
 reported by name, left out of analysis with a warning, and re-queued by `store repair`.
+
+A store never writes, reads or deletes through a symbolic link (realbench.store_paths): a linked
+index, lock, episodes folder or run folder is refused when the store opens, and every path written
+or deleted is checked to stay under the root. A store whose folder cannot be written opens
+read-only for readers (SQLite ``mode=ro``, or ``immutable=1`` when even the WAL's shared-memory file
+cannot be made); writers refuse it in one line. A full disk is one line naming the file system.
 """
 
 from __future__ import annotations
@@ -33,11 +39,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from realbench.episode import EpisodeResult
 from realbench.errors import StoreError
 from realbench.outcome import Outcome, Verdict, VerdictSource
 from realbench.store_lock import StoreLock
+from realbench.store_paths import (
+    StoreLinkError,
+    StorePaths,
+    StoreReadOnlyError,
+    append_file,
+    disk_full_error,
+    is_disk_full,
+    is_read_only,
+    read_only_error,
+    write_new_file,
+)
+
+__all__ = ["EpisodeKey", "RunStore", "StoreLinkError", "StoreReadOnlyError", "is_run_store"]
 
 log = logging.getLogger(__name__)
 
@@ -95,25 +115,44 @@ def episode_id_for(run_id: str, key: EpisodeKey, attempt: int) -> str:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
+    write_new_file(tmp, data)
     os.replace(tmp, path)
+
+
+# What a write made by a store opened without `writer=` names itself in the lock (see `writing`).
+ANONYMOUS_WRITER = "a run-store write"
+
+
+@contextmanager
+def _disk_full_is_one_line(root: Path, what: str) -> Iterator[None]:
+    try:
+        yield
+    except (OSError, sqlite3.OperationalError) as exc:
+        if is_disk_full(exc):
+            raise disk_full_error(root, what) from None
+        if is_read_only(exc):
+            raise read_only_error(root, what, exc) from None
+        raise
 
 
 class RunStore:
     """Opens (or creates) a store folder. Safe to share between threads of one process.
 
     `writer` names the command that will write (``"realbench run"``…): it takes the store's
-    exclusive lock, failing at once when another process holds it. `check=False` skips the
-    index-versus-folders check (only `store check|repair` need that).
+    exclusive lock, failing at once when another process holds it. A store opened without it
+    takes the lock for each write (see `writing`). `check=False` skips the index-versus-folders
+    check (only `store check|repair` need that).
     """
 
     def __init__(
         self, root: str | Path, *, create: bool = True, writer: str | None = None, check: bool = True
     ) -> None:
         self.root = Path(root)
+        self.paths = StorePaths(self.root)
         index = self.root / "index.sqlite"
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"{self.root} is a file, not a run-store folder", hint="pass a folder")
+        self.paths.refuse_links()
         if not index.exists() and not create:
             has_episodes = any((self.root / "episodes").glob("*/*/episode.json"))
             raise StoreError(
@@ -122,30 +161,100 @@ class RunStore:
                 if has_episodes
                 else "pass the --out folder of a `realbench run`",
             )
-        self.root.mkdir(parents=True, exist_ok=True)
         self._writer_lock = StoreLock(self.root, writer) if writer else None
         self._lock = threading.RLock()
+        self._writing_lock = threading.RLock()
+        self._lifetime_writer = writer is not None
         self._damaged: dict[str, str] | None = None
+        self.read_only = False
         try:
-            (self.root / "episodes").mkdir(exist_ok=True)
-            try:
-                self._db = sqlite3.connect(index, check_same_thread=False, isolation_level=None, timeout=30)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.executescript(SCHEMA)
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(
-                    f"cannot open run store index {index}: {exc}",
-                    hint=f"the file is damaged: `realbench store repair {self.root}` rebuilds it from the episode folders",
-                ) from None
+            self._make_episodes_folder(index, writer)
+            self._db = self._connect(index, writer)
             self._db.row_factory = sqlite3.Row
-            self._migrate()
-            self._sweep_interrupted_writes()
+            if not self.read_only:
+                self._migrate()
+                self._sweep_interrupted_writes()
             if check:
                 self._refuse_unknown_folders()
         except BaseException:
             if self._writer_lock is not None:
                 self._writer_lock.release()
             raise
+
+    def _make_episodes_folder(self, index: Path, writer: str | None) -> None:
+        try:
+            (self.root / "episodes").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if writer is None and index.exists() and is_read_only(exc):
+                return  # a reader of a read-only store: nothing to create
+            if is_read_only(exc):
+                raise read_only_error(self.root, f"`{writer or ANONYMOUS_WRITER}`", exc) from None
+            if is_disk_full(exc):
+                raise disk_full_error(self.root, "the episodes folder") from None
+            raise
+
+    def _connect(self, index: Path, writer: str | None) -> sqlite3.Connection:
+        """The index, opened for writing; a reader of a store it cannot write opens it read-only."""
+        damaged_hint = (
+            f"the file is damaged: `realbench store repair {self.root}` rebuilds it from the episode folders"
+        )
+        db = None
+        try:
+            db = sqlite3.connect(index, check_same_thread=False, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+            return db
+        except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
+            if not (is_read_only(exc) and index.exists()):
+                raise StoreError(f"cannot open run store index {index}: {exc}", hint=damaged_hint) from None
+            if writer is not None:
+                raise read_only_error(self.root, f"`{writer}`") from None
+            first = exc
+        # WAL needs its -shm file: `mode=ro` reads a store whose index is read-only but whose
+        # folder is writable (or whose -shm exists); `immutable=1` one that cannot change at all.
+        uri = "file:" + quote(str(index.resolve()))
+        for options in ("?mode=ro", "?mode=ro&immutable=1"):
+            db = sqlite3.connect(uri + options, uri=True, check_same_thread=False, isolation_level=None)
+            try:
+                db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                db.execute("SELECT COUNT(*) FROM episodes").fetchone()
+            except sqlite3.DatabaseError:
+                db.close()
+                continue
+            self.read_only = True
+            if "immutable" in options and index.with_name(index.name + "-wal").exists():
+                log.warning(
+                    "%s is read-only and its index has an unmerged write-ahead log: episodes written last "
+                    "may be missing until someone who can write the folder opens it",
+                    self.root,
+                )
+            log.info("%s cannot be written: opened read-only", self.root)
+            return db
+        raise StoreError(f"cannot open run store index {index}: {first}", hint=damaged_hint) from None
+
+    @contextmanager
+    def writing(self, command: str) -> Iterator[None]:
+        """Hold the store's writer lock for the block (a no-op when this store already holds it).
+        Refuses at once, naming the holder (StoreLockedError), when another process writes it;
+        a read-only store is a StoreReadOnlyError. Threads of one process take turns."""
+        if self._lifetime_writer:  # opened with writer=: its worker threads write side by side
+            yield
+            return
+        with self._writing_lock:
+            if self._writer_lock is not None:
+                yield
+                return
+            if self.read_only:
+                raise read_only_error(self.root, f"`{command}`")
+            lock = StoreLock(self.root, command)
+            self._writer_lock = lock
+            try:
+                yield
+            finally:
+                self._writer_lock = None
+                lock.release()
 
     def _migrate(self) -> None:
         """Bring a store made by an earlier version up to the current schema."""
@@ -157,7 +266,7 @@ class RunStore:
         """Remove episode folders half-written by a process that no longer runs (killed mid-write)."""
         for tmp in (self.root / "episodes").glob("*/*.tmp*-*"):
             pid_text = tmp.name.rsplit(".tmp", 1)[-1].split("-", 1)[0]
-            if not pid_text.isdigit():
+            if not pid_text.isdigit() or not self.paths.is_inside(tmp):
                 continue
             try:
                 os.kill(int(pid_text), 0)
@@ -170,6 +279,11 @@ class RunStore:
         # Only the lock holder may judge a pending folder abandoned: its writer is gone.
         for row in self._query("SELECT dir FROM pending"):
             folder = self.root / row["dir"]
+            if not self.paths.is_inside(folder):
+                log.warning(
+                    "%s: pending folder %s leads outside the store; left alone", self.root, row["dir"]
+                )
+                continue
             if folder.exists():
                 shutil.rmtree(folder, ignore_errors=True)
         self._db.execute("DELETE FROM pending")
@@ -179,7 +293,7 @@ class RunStore:
         return {
             str(p.parent.relative_to(self.root)): p.parent
             for p in (self.root / "episodes").glob("*/*/episode.json")
-            if ".tmp" not in p.parent.name
+            if ".tmp" not in p.parent.name and not p.parent.is_symlink() and not p.parent.parent.is_symlink()
         }
 
     def known_dirs(self) -> set[str]:
@@ -222,6 +336,7 @@ class RunStore:
         if self._writer_lock is not None:
             self._writer_lock.release()
             self._writer_lock = None
+        self._lifetime_writer = False
 
     def __enter__(self) -> RunStore:
         return self
@@ -250,6 +365,12 @@ class RunStore:
         self, run_id: str, *, pack: str, app: str, agent: str, target: str, config: dict[str, Any]
     ) -> None:
         """Record a run once; a rerun of the same run must use the same pack, agent and target."""
+        with self.writing(ANONYMOUS_WRITER), _disk_full_is_one_line(self.root, f"run {run_id}"):
+            self._ensure_run(run_id, pack=pack, app=app, agent=agent, target=target, config=config)
+
+    def _ensure_run(
+        self, run_id: str, *, pack: str, app: str, agent: str, target: str, config: dict[str, Any]
+    ) -> None:
         rows = self._query("SELECT pack, agent, target FROM runs WHERE run_id=?", [run_id])
         self._write_run_file(run_id, pack=pack, app=app, agent=agent, target=target, config=config)
         if rows:
@@ -277,8 +398,8 @@ class RunStore:
 
     def _write_run_file(self, run_id: str, **fields: Any) -> None:
         """The run's own record beside its episodes, so `store repair` can restore the runs table."""
-        folder = self.root / "episodes" / _safe(run_id)
-        path = folder / RUN_FILE
+        folder = self.paths.inside(self.root / "episodes" / _safe(run_id))
+        path = self.paths.inside(folder / RUN_FILE)
         if path.exists():
             return
         folder.mkdir(parents=True, exist_ok=True)
@@ -333,8 +454,15 @@ class RunStore:
     ) -> str:
         """Write one finished episode atomically; returns its episode id."""
         episode_id = episode_id_for(run_id, key, attempt)
+        with self.writing(ANONYMOUS_WRITER), _disk_full_is_one_line(self.root, f"episode {episode_id}"):
+            return self._write_episode(run_id, key, attempt, app, result)
+
+    def _write_episode(
+        self, run_id: str, key: EpisodeKey, attempt: int, app: str, result: EpisodeResult
+    ) -> str:
+        episode_id = episode_id_for(run_id, key, attempt)
         rel = Path("episodes") / _safe(run_id) / f"{_safe(key.task)}-s{key.seed}-r{key.repeat}-a{attempt}"
-        final_dir = self.root / rel
+        final_dir = self.paths.inside(self.root / rel)
         if self._query("SELECT 1 FROM episodes WHERE episode_id=?", [episode_id]):
             raise StoreError(
                 f"episode {episode_id} is already in {self.root}; refusing to write it twice",
@@ -349,21 +477,46 @@ class RunStore:
         # and then reads the index always finds it either pending or indexed.
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO pending VALUES (?,?)", (episode_id, str(rel)))
-        tmp_dir = final_dir.with_name(final_dir.name + f".tmp{os.getpid()}-{threading.get_ident()}")
+        tmp_dir = self.paths.inside(
+            final_dir.with_name(final_dir.name + f".tmp{os.getpid()}-{threading.get_ident()}")
+        )
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir)
+        try:
+            step_rows = self._write_folder(tmp_dir, episode_id, run_id, key, attempt, app, result)
+        except BaseException:
+            shutil.rmtree(tmp_dir, ignore_errors=True)  # the pending mark stays: the next writer sweeps
+            raise
+        self.paths.inside(final_dir)  # again: a link planted while the folder was written
+        if final_dir.exists():  # an interrupted earlier write of this attempt: no episode.json
+            shutil.rmtree(final_dir)
+        os.replace(tmp_dir, final_dir)
+        self._index_episode(episode_id, run_id, key, attempt, app, result, str(rel), step_rows)
+        return episode_id
+
+    def _write_folder(
+        self,
+        tmp_dir: Path,
+        episode_id: str,
+        run_id: str,
+        key: EpisodeKey,
+        attempt: int,
+        app: str,
+        result: EpisodeResult,
+    ) -> list[tuple[Any, ...]]:
+        """The episode's files in its temporary folder; returns its step rows for the index."""
         tmp_dir.mkdir(parents=True)
-        step_rows = []
+        step_rows: list[tuple[Any, ...]] = []
         lines = []
         for step in result.steps:
             shot = None
             if step.screenshot is not None:
                 shot = f"step_{step.index:03d}{step.image_format.suffix}"
-                (tmp_dir / shot).write_bytes(step.screenshot)
+                write_new_file(tmp_dir / shot, step.screenshot)
             xml = None
             if step.hierarchy is not None:
                 xml = f"step_{step.index:03d}.xml"
-                (tmp_dir / xml).write_text(step.hierarchy, encoding="utf-8")
+                write_new_file(tmp_dir / xml, step.hierarchy.encode("utf-8"))
             record = {
                 "index": step.index,
                 "action": step.action,
@@ -404,13 +557,13 @@ class RunStore:
                     json.dumps(step.extra, ensure_ascii=False, default=str),
                 )
             )
-        (tmp_dir / "steps.jsonl").write_text("\n".join(lines) + ("\n" if lines else ""), encoding="utf-8")
+        write_new_file(tmp_dir / "steps.jsonl", ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
         if result.final_screenshot is not None:
-            (tmp_dir / f"final{result.final_image_format.suffix}").write_bytes(result.final_screenshot)
+            write_new_file(tmp_dir / f"final{result.final_image_format.suffix}", result.final_screenshot)
         if result.final_hierarchy is not None:
-            (tmp_dir / "final.xml").write_text(result.final_hierarchy, encoding="utf-8")
+            write_new_file(tmp_dir / "final.xml", result.final_hierarchy.encode("utf-8"))
         if result.video is not None:
-            (tmp_dir / VIDEO_FILE).write_bytes(result.video)
+            write_new_file(tmp_dir / VIDEO_FILE, result.video)
         meta = {
             "episode_id": episode_id,
             "run_id": run_id,
@@ -437,9 +590,19 @@ class RunStore:
         _atomic_write(
             tmp_dir / "episode.json", json.dumps(meta, ensure_ascii=False, indent=1, default=str).encode()
         )
-        if final_dir.exists():  # an interrupted earlier write of this attempt: no episode.json
-            shutil.rmtree(final_dir)
-        os.replace(tmp_dir, final_dir)
+        return step_rows
+
+    def _index_episode(
+        self,
+        episode_id: str,
+        run_id: str,
+        key: EpisodeKey,
+        attempt: int,
+        app: str,
+        result: EpisodeResult,
+        rel: str,
+        step_rows: list[tuple[Any, ...]],
+    ) -> None:
         success = result.success
         with self._tx() as db:
             db.execute("DELETE FROM pending WHERE episode_id=?", (episode_id,))
@@ -472,13 +635,12 @@ class RunStore:
                     result.started,
                     result.finished,
                     result.error,
-                    str(rel),
+                    rel,
                 ),
             )
             db.executemany("INSERT INTO steps VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", step_rows)
             for verdict in result.verdicts:
                 self._insert_verdict(db, episode_id, verdict)
-        return episode_id
 
     def _insert_verdict(self, db: sqlite3.Connection, episode_id: str, v: Verdict) -> None:
         db.execute(
@@ -503,13 +665,17 @@ class RunStore:
     def add_verdict(self, episode_id: str, verdict: Verdict, *, replace: bool = True) -> None:
         """Record a verdict (judge, checks, human label). By default replaces an earlier verdict of
         the same source and name, so re-judging is idempotent."""
+        with self.writing(ANONYMOUS_WRITER), _disk_full_is_one_line(self.root, f"a verdict on {episode_id}"):
+            self._add_verdict(episode_id, verdict, replace=replace)
+
+    def _add_verdict(self, episode_id: str, verdict: Verdict, *, replace: bool) -> None:
         rows = self._query("SELECT dir FROM episodes WHERE episode_id=?", [episode_id])
         if not rows:
             raise StoreError(f"no episode {episode_id!r} in {self.root}")
-        folder = self.root / rows[0]["dir"]
+        folder = self.paths.inside(self.root / rows[0]["dir"])
         if folder.is_dir():  # a copy beside the episode, so `store repair` can restore verdicts
-            with (folder / VERDICTS_FILE).open("a", encoding="utf-8") as f:
-                f.write(json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            line = json.dumps(verdict.model_dump(mode="json"), ensure_ascii=False) + "\n"
+            append_file(self.paths.inside(folder / VERDICTS_FILE), line.encode("utf-8"))
         with self._tx() as db:
             if replace:
                 db.execute(
@@ -637,7 +803,7 @@ class RunStore:
             frame["success"].map(lambda v: None if v is None or v != v else bool(v)).astype(object)
         )
         frame["duration_s"] = frame["finished"] - frame["started"]
-        frame["scored"] = frame["outcome"] != str(Outcome.ENV_INVALID)
+        frame["scored"] = ~frame["outcome"].isin([str(Outcome.ENV_INVALID), str(Outcome.INTERRUPTED)])
         frame["store"] = str(self.root)
         return frame
 

@@ -5,23 +5,35 @@ Each episode folder holds a complete ``episode.json`` (plus ``steps.jsonl`` and,
 reads; `repair_store` (under the store's writer lock) brings unknown complete folders back into
 the index and re-queues damaged episodes: their rows are dropped and what is left of their folder
 is moved to ``DIR/damaged/`` so the next `realbench run` redoes them.
+
+Repair always ends with a store every command opens: a folder it cannot index (an unreadable or
+ill-typed episode.json, a copy of an episode already indexed, anything the index refuses) is moved
+to ``DIR/damaged/`` too and named with the reason in `StoreRepair.refused`; the command then exits
+non-zero so nobody mistakes it for a clean rebuild.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from realbench.errors import StoreError
+from realbench.store_paths import StoreLinkError
 
 if TYPE_CHECKING:
     from realbench.store import RunStore
 
+log = logging.getLogger(__name__)
+
 DAMAGED_DIR = "damaged"
+EPISODE_TEXT_FIELDS = ("episode_id", "run_id", "task", "outcome")
+EPISODE_INT_FIELDS = ("seed", "repeat", "attempt")
 
 
 def read_steps(folder: Path, episode_id: str) -> list[dict[str, Any]]:
@@ -59,9 +71,16 @@ def read_episode_json(folder: Path) -> dict[str, Any]:
         raise StoreError(f"{folder}: episode.json is missing") from None
     except (OSError, ValueError) as exc:
         raise StoreError(f"{folder}: episode.json is unreadable ({type(exc).__name__})") from None
-    needed = ("episode_id", "run_id", "task", "seed", "repeat", "attempt", "outcome")
+    needed = (*EPISODE_TEXT_FIELDS, *EPISODE_INT_FIELDS)
     if not isinstance(meta, dict) or any(k not in meta for k in needed):
         raise StoreError(f"{folder}: episode.json lacks one of {', '.join(needed)}")
+    for key in EPISODE_TEXT_FIELDS:
+        if not isinstance(meta[key], str) or not meta[key]:
+            raise StoreError(f"{folder}: episode.json field {key!r} is not a text ({meta[key]!r:.40})")
+    for key in EPISODE_INT_FIELDS:
+        value = meta[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise StoreError(f"{folder}: episode.json field {key!r} is not a whole number ({value!r:.40})")
     return meta
 
 
@@ -120,22 +139,33 @@ class StoreRepair:
     requeued: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)
     runs_restored: list[str] = field(default_factory=list)
+    # folders repair could not index, by where they were moved: why (the command exits non-zero)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "store": self.root,
+            "ok": self.ok,
             "restored": self.restored,
             "requeued": self.requeued,
             "quarantined": self.quarantined,
+            "refused": self.refused,
             "runs_restored": self.runs_restored,
         }
 
 
 def _quarantine(store: RunStore, folder: Path) -> str:
+    """Move an episode folder under DIR/damaged/ (never through a link); returns where it went."""
+    store.paths.inside(folder)
     target = store.root / DAMAGED_DIR / folder.relative_to(store.root / "episodes")
-    if target.exists():
+    if target.exists() or target.is_symlink():
         target = target.with_name(f"{target.name}.{int(time.time() * 1000)}")
     target.parent.mkdir(parents=True, exist_ok=True)
+    store.paths.inside(target.parent)
     shutil.move(str(folder), str(target))
     return str(target.relative_to(store.root))
 
@@ -151,7 +181,7 @@ def repair_store(store: RunStore) -> StoreRepair:
         with store._tx() as db:
             for table in ("steps", "verdicts", "episodes"):
                 db.execute(f"DELETE FROM {table} WHERE episode_id=?", (episode_id,))
-        if folder.exists():
+        if (folder.exists() or folder.is_symlink()) and store.paths.is_inside(folder):
             report.quarantined.append(_quarantine(store, folder))
         report.requeued.append(episode_id)
     store._damaged = None
@@ -160,13 +190,29 @@ def repair_store(store: RunStore) -> StoreRepair:
         try:
             meta = read_episode_json(folder)
             steps = read_steps(folder, rel)
-        except StoreError:
-            report.quarantined.append(_quarantine(store, folder))
+            _refuse_duplicate(store, meta)
+            _restore_run(store, folder.parent, meta, report)
+            _restore_episode(store, rel, meta, steps, folder)
+        except (StoreError, ValueError, TypeError, KeyError, AttributeError, sqlite3.IntegrityError) as exc:
+            why = exc.message if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+            why = why.removeprefix(f"{folder}: ")
+            if isinstance(exc, StoreLinkError):
+                report.refused[rel] = why  # never moved through a link: left where it is
+                continue
+            where = _quarantine(store, folder)
+            report.quarantined.append(where)
+            report.refused[where] = f"{rel}: {why}"
+            log.warning("store repair: %s cannot be indexed (%s); moved to %s", rel, why, where)
             continue
-        _restore_run(store, folder.parent, meta, report)
-        _restore_episode(store, rel, meta, steps, folder)
         report.restored.append(str(meta["episode_id"]))
     return report
+
+
+def _refuse_duplicate(store: RunStore, meta: dict[str, Any]) -> None:
+    """A copied episode folder repeats an episode id the index already has: it cannot be indexed twice."""
+    rows = store._query("SELECT dir FROM episodes WHERE episode_id=?", [str(meta["episode_id"])])
+    if rows:
+        raise StoreError(f"a copy of episode {meta['episode_id']}, which is indexed from {rows[0]['dir']}")
 
 
 def _restore_run(store: RunStore, run_folder: Path, meta: dict[str, Any], report: StoreRepair) -> None:

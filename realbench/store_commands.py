@@ -30,12 +30,11 @@ def _listed(names: list[str]) -> str:
 @store_app.command("check")
 def check_cmd(out: StoreDir, as_json: AsJson = False) -> None:
     """Report folders the index lost and damaged episodes; exit 1 when there are any."""
-    from realbench.errors import StoreError
+    from realbench.folder_checks import require_run_store
     from realbench.store import RunStore
     from realbench.store_check import check_store
 
-    if not (out / "index.sqlite").exists() and not (out / "episodes").is_dir():
-        raise StoreError(f"{out} is not a run store", hint="pass the --out folder of a `realbench run`")
+    require_run_store(out)  # a wrong path is a set-up mistake (exit 2); problems found exit 1
     store = RunStore(out, create=True, check=False)
     try:
         result = check_store(store)
@@ -79,7 +78,10 @@ def repair_cmd(out: StoreDir, as_json: AsJson = False) -> None:
         try:
             store = RunStore(out, writer="realbench store repair", check=False)
         except StoreError as exc:
-            if "being written" in exc.message:
+            from realbench.store_lock import StoreLinkError, StoreLockedError, StoreReadOnlyError
+            from realbench.store_paths import StoreFullError
+
+            if isinstance(exc, StoreLockedError | StoreLinkError | StoreReadOnlyError | StoreFullError):
                 raise
             # an index SQLite cannot open at all: keep it aside and start a fresh one
             index.rename(out / f"index.sqlite.damaged-{int(time.time())}")
@@ -92,10 +94,19 @@ def repair_cmd(out: StoreDir, as_json: AsJson = False) -> None:
         store.close()
     if as_json:
         print(json.dumps(report.as_dict(), ensure_ascii=False))
-        return
-    console.print(
-        f"{out}: {len(report.restored)} episode(s) restored to the index, {len(report.requeued)} damaged "
-        f"episode(s) re-queued, {len(report.quarantined)} folder(s) moved to damaged/, "
-        f"{len(report.runs_restored)} run(s) restored",
-        soft_wrap=True,
-    )
+    else:
+        console.print(
+            f"{out}: {len(report.restored)} episode(s) restored to the index, {len(report.requeued)} damaged "
+            f"episode(s) re-queued, {len(report.quarantined)} folder(s) moved to damaged/, "
+            f"{len(report.runs_restored)} run(s) restored",
+            soft_wrap=True,
+        )
+        if report.refused:
+            lines = [f"{where} ({why})" for where, why in report.refused.items()]
+            console.print(
+                f"[red]{len(report.refused)} folder(s) could not be indexed[/] and were set aside "
+                f"(the store is usable without them):\n{_listed(lines)}",
+                soft_wrap=True,
+            )
+    if not report.ok:
+        raise typer.Exit(code=1)

@@ -3,18 +3,33 @@
 The lock is an advisory `flock` on ``DIR/writer.lock``; the kernel drops it when the holder exits
 (even on SIGKILL), so a crashed writer never leaves a stale lock behind. The file's content names the
 holder (pid, host, command, since) so a second writer can say who it is waiting for.
+
+The file is opened with ``O_NOFOLLOW`` and must be a regular file with one link: a symlinked or
+hard-linked ``writer.lock`` would make every writer truncate a file outside the store.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
 from realbench.errors import StoreError
+from realbench.store_paths import (
+    StoreLinkError,
+    StoreReadOnlyError,
+    disk_full_error,
+    is_disk_full,
+    is_read_only,
+    read_only_error,
+)
+
+__all__ = ["LOCK_NAME", "StoreLock", "StoreLockedError", "StoreLinkError", "StoreReadOnlyError"]
 
 LOCK_NAME = "writer.lock"
 
@@ -28,8 +43,7 @@ class StoreLock:
 
     def __init__(self, root: Path, command: str) -> None:
         self.path = Path(root) / LOCK_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(Path(root), self.path, command)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -52,6 +66,31 @@ class StoreLock:
             os.ftruncate(fd, 0)
         finally:
             os.close(fd)  # closing drops the flock
+
+
+def _open_lock_file(root: Path, path: Path, command: str) -> int:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreLinkError(
+                f"{path} is a symbolic link; refusing to use it as the store's writer lock",
+                hint="remove the link (the lock file is recreated); nothing was written",
+            ) from None
+        if is_read_only(exc):
+            raise read_only_error(root, f"`{command}`", exc) from None
+        if is_disk_full(exc):
+            raise disk_full_error(root, "the writer lock") from None
+        raise StoreError(f"cannot open the writer lock {path}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        os.close(fd)
+        raise StoreLinkError(
+            f"{path} is not a plain file of the store (a hard link or a special file); refusing to lock it",
+            hint="remove it (the lock file is recreated); nothing was written",
+        )
+    return fd
 
 
 def _read_holder(fd: int) -> str:

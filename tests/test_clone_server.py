@@ -304,11 +304,15 @@ def test_toast_is_drawn_once_when_the_clone_draws_it():
         assert html.count("库存不足") == expected
 
 
-def test_index_and_new_session_links_for_people(client):
-    assert 'href="/new/toy_shop"' in client.get("/").text
-    resp = client.get("/new/toy_shop?drift=mild&seed=3", follow_redirects=False)
+def test_index_and_new_session_buttons_for_people(client):
+    assert 'method="post" action="/new/toy_shop"' in client.get("/").text
+    resp = client.post("/new/toy_shop?drift=mild&seed=3", follow_redirects=False)
     assert resp.status_code == 303 and resp.headers["location"].startswith("/s/")
     page = client.get(resp.headers["location"])
     assert page.status_code == 200 and "跳过" in page.text
-    assert client.get("/new/nope").status_code == 400
-    assert client.get("/new/toy_shop?seed=x").status_code == 400
+    assert client.post("/new/nope").status_code == 400
+    assert client.post("/new/toy_shop?seed=x").status_code == 400
+    # creating a session is never a GET: an <img src> on any page must not make one
+    before = client.get("/healthz").json()["sessions"]
+    assert client.get("/new/toy_shop").status_code == 405
+    assert client.get("/healthz").json()["sessions"] == before

@@ -84,6 +84,12 @@ def test_hosts_origins_and_content_types(server):
             "/api/sessions", json={"clone": "train_ticketing"}, headers={"origin": "http://evil.example"}
         )
         assert cross.status_code == 403
+        # Another local web app (same host, another port) is another origin.
+        host, port = server.url.rsplit(":", 1)
+        other_port = c.post(
+            "/api/sessions", json={"clone": "train_ticketing"}, headers={"origin": f"{host}:{int(port) + 1}"}
+        )
+        assert other_port.status_code == 403
         plain = c.post(
             "/api/sessions",
             content=json.dumps({"clone": "train_ticketing"}),

@@ -2,14 +2,18 @@
 
 Not a model of a real app: a home screen with a search form, a scrolling list of items (tap
 opens, long press favourites), an item page with a buy button that the app may refuse. Its
-verifier and side-effect check live in `clones.toy.verifiers`."""
+verifier and side-effect check live in `clones.toy.verifiers`; its screens are the Jinja templates
+in `clones/toy/templates/`, rendered with autoescaping (every state string is text, never markup:
+a search a user typed or a state an API client put cannot inject a script)."""
 
 from __future__ import annotations
 
-import html
+from functools import cache
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from jinja2 import Environment, StrictUndefined, Template
 from pydantic import BaseModel, ConfigDict
 
 from clones.base import Clone, State, UIEvent, deep_merge, navigate, new_state, require
@@ -17,6 +21,19 @@ from realbench.taskpack import CloneSetup
 
 TOY = "toy_shop"
 ITEM_COUNT = 40
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+@cache
+def _template(name: str) -> Template:
+    """A screen's template, autoescaped. Its source lines are joined without a break: the page and
+    the hierarchy dump parse the markup as it is, and a newline between tags would be a text node."""
+    source = "".join((TEMPLATES / f"{name}.html").read_text(encoding="utf-8").splitlines())
+    return Environment(autoescape=True, undefined=StrictUndefined).from_string(source)
+
+
+def _page(name: str, **values: Any) -> str:
+    return _template(name).render(**values)
 
 
 class ToySetupData(BaseModel):
@@ -92,39 +109,8 @@ class ToyShop(Clone):
         ui = state["ui"]
         route = ui["route"]
         if route == "list":
-            rows = "".join(
-                f'<div class="list-item" id="item_{it["id"]}" data-ev="open_item" data-arg="{it["id"]}" '
-                f'data-lp-ev="fav" data-lp-arg="{it["id"]}"><div class="main">{it["name"]}'
-                f'<div class="sub">库存 {it["stock"]}</div></div><span class="price">¥{it["price"]}</span></div>'
-                for it in state["world"]["items"]
-            )
-            return (
-                '<div class="navbar"><div class="back" data-ev="__back__" aria-label="返回"></div>'
-                '<div class="title">商品列表</div></div>'
-                f'<div class="scroll" id="item_list"><div class="list">{rows}</div></div>'
-            )
+            return _page("list", items=state["world"]["items"])
         if route == "item":
             item = state["world"]["items"][ui["args"]["item"]]
-            qty = html.escape(ui["form"].get("qty", "1"))
-            return (
-                '<div class="navbar"><div class="back" data-ev="__back__" aria-label="返回"></div>'
-                f'<div class="title">{item["name"]}</div></div>'
-                f'<div class="scroll"><div class="card"><div class="card-title">{item["name"]}</div>'
-                f'<div class="price" id="price">¥{item["price"]}</div></div>'
-                f'<div class="field"><label>数量</label><input name="qty" id="qty" value="{qty}"></div>'
-                '<button class="btn btn-primary btn-block" id="buy" data-ev="buy">购买</button></div>'
-            )
-        query = html.escape(ui["form"].get("query", ""))
-        searches = "".join(
-            f'<div class="list-item">{html.escape(q)}</div>' for q in state["user"]["searches"]
-        )
-        return (
-            '<div class="navbar primary"><div class="title">玩具店</div></div>'
-            '<div class="scroll">'
-            '<form data-ev="search"><div class="field"><input name="query" id="query" placeholder="搜索商品" '
-            f'value="{query}"></div></form>'
-            '<button class="btn btn-block" id="go_list" data-ev="open_list">商品列表</button>'
-            f'<div class="list" id="history">{searches}</div></div>'
-            '<div class="tabbar"><div class="tab active" data-ev="open_list"><span class="icon"></span>首页</div>'
-            '<div class="tab"><span class="icon"></span>我的</div></div>'
-        )
+            return _page("item", item=item, qty=ui["form"].get("qty", "1"))
+        return _page("home", query=ui["form"].get("query", ""), searches=state["user"]["searches"])

@@ -69,6 +69,7 @@ from realbench.http_guard import (
     ServerSecurity,
     parse_json_body,
     security_for,
+    server_config,
 )
 
 log = logging.getLogger(__name__)
@@ -439,10 +440,10 @@ def serve_rollouts(
             "rollout service on http://%s:%d (%d %s workers)", host, sock.getsockname()[1], workers, backend
         )
         service = RolloutService(pool, limits=limits, pack_dirs=pack_dirs)
-        config = uvicorn.Config(
+        config = server_config(
             create_app(service, security=security),
+            service.limits,
             log_level=log_level,
-            access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=max(1, int(shutdown_timeout_s)),
         )
@@ -490,10 +491,10 @@ class RolloutServer:
 
         self._sock = bind_socket(self.host, self.port)
         self.port = self._sock.getsockname()[1]
-        config = uvicorn.Config(
+        config = server_config(
             create_app(self.service, security=self.security),
+            self.service.limits,
             log_level="warning",
-            access_log=False,
             lifespan="off",
         )
         self._server = uvicorn.Server(config)
