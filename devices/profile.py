@@ -7,6 +7,7 @@ reports) before trusting them.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -43,13 +44,28 @@ def profile_names(directory: Path = PROFILE_DIR) -> list[str]:
     return sorted(p.stem for p in directory.glob("*.yaml"))
 
 
+PROFILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
 def load_profile(name: str, directory: Path = PROFILE_DIR) -> PhoneProfile:
-    path = directory / f"{name}.yaml"
-    if not path.exists():
+    """The profile `directory/<name>.yaml`. A name is a plain name (no folder, no `..`), resolved
+    inside `directory` only, and read under the same size and alias budget as a task pack."""
+    from realbench.safe_yaml import YamlRefused, load_yaml_text, read_yaml_file
+
+    if not PROFILE_NAME.match(name) or ".." in name:
+        raise ConfigError(
+            f"{name!r} is not a phone profile name",
+            hint=f"a profile is named by its file under devices/profiles/ without .yaml: {profile_names(directory)}",
+        )
+    root = directory.resolve()
+    path = root / f"{name}.yaml"
+    if not path.is_file() or path.resolve().parent != root:
         raise UnknownNameError("phone profile", name, profile_names(directory))
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml_text(read_yaml_file(path, what="phone profile"))
         profile = PhoneProfile.model_validate(raw)
+    except YamlRefused as exc:
+        raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from None
     except (yaml.YAMLError, ValidationError) as exc:
         raise ConfigError(f"{path}: invalid phone profile: {exc}", hint="fix the field named above") from None
     if profile.name != name:

@@ -5,6 +5,9 @@ aliases expand to billions of nodes) or a huge file; either wedges the process. 
 allowed (PyYAML's own dumper writes them for shared values), but the document's size *with every
 alias expanded* is counted on the composed node graph before anything is constructed, and a
 document over the budget is refused; the file's size is capped too.
+
+A key given twice in one mapping is an error, not "the last one wins": a second
+`money_moving: false` further down a pack must not quietly switch a safety rule off.
 """
 
 from __future__ import annotations
@@ -72,14 +75,57 @@ def expanded_size(root: yaml.Node, max_nodes: int) -> int:
     return sizes[id(root)]
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+BOOL_TAG = "tag:yaml.org,2002:bool"
+NULL_TAG = "tag:yaml.org,2002:null"
+
+
+def _key_identity(key: yaml.ScalarNode) -> tuple[str, str]:
+    """What a key constructs to, as far as telling two keys apart needs (`true` and `True` are one)."""
+    if key.tag in (BOOL_TAG, NULL_TAG):
+        return key.tag, {"yes": "true", "on": "true", "no": "false", "off": "false", "~": "", "null": ""}.get(
+            key.value.lower(), key.value.lower()
+        )
+    return key.tag, key.value
+
+
+def refuse_duplicate_keys(root: yaml.Node) -> None:
+    """YamlRefused naming the first mapping key given twice (each node visited once, no recursion).
+    Keys a merge (`<<: *base`) brings in may be overridden; keys written out may not repeat."""
+    seen: set[int] = set()
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict[tuple[str, str], int] = {}
+            for key, _ in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == MERGE_TAG:
+                    continue
+                line = key.start_mark.line + 1 if key.start_mark else 0
+                same = _key_identity(key)
+                if same in first_line:
+                    raise YamlRefused(
+                        f"line {line}: key {key.value!r} is given twice in one mapping "
+                        f"(first on line {first_line[same]})",
+                        hint="keep one of them: YAML would silently use the last",
+                    )
+                first_line[same] = line
+        stack.extend(_children(node))
+
+
 def load_yaml_text(text: str, *, max_nodes: int = MAX_YAML_NODES) -> Any:
-    """Parse YAML text whose alias-expanded size is at most `max_nodes` (yaml.YAMLError on bad syntax)."""
+    """Parse YAML text whose alias-expanded size is at most `max_nodes` and whose mappings repeat
+    no key (YamlRefused), or raise yaml.YAMLError on bad syntax."""
     loader = _SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
         expanded_size(node, max_nodes)
+        refuse_duplicate_keys(node)
         return loader.construct_document(node)
     finally:
         loader.dispose()

@@ -1,5 +1,6 @@
 """Shared pieces of the console tests, benchmark and screenshots: a console serving virtual phones
-(the ticket app's static placeholder, and the farm's commit test screen under the bank package)
+(the ticket app's static placeholder, and the farm's commit test screen under the bank package),
+armed with a money-moving test pack whose safe-screen catalogue names those two test screens,
 and a run store with judged phone-side episodes."""
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from devices.farm.pool import PhonePool
+from devices.farm.synthetic import synthetic_pack_dict
 from devices.rig import PhoneSpec, parse_rig
 from devices.virtual import VirtualPhoneHost
 from realbench.console.command import console_app
@@ -50,6 +54,28 @@ def console_rig() -> Any:
     )
 
 
+def console_pack(folder: Path) -> Path:
+    """A money-moving test pack (labelled synthetic) for the virtual phones' test screens: the
+    ticket package's static placeholder and the bank package's commit test screen are its safe
+    screens (touches and text), and their commit controls are always forbidden."""
+    raw = synthetic_pack_dict(tasks=1, with_boundary=False)
+    raw["title"] = "console test pack (synthetic; virtual phone test screens)"
+    raw["real_app"]["forbidden"] = [{"text": t} for t in ("提交订单", "立即支付", "快捷支付", "确认付款")] + [
+        {"content_desc": "滑动确认支付"}
+    ]
+    raw["real_app"]["safe_screens"] = [
+        {"name": "static placeholder", "when": {"resource_id": "search"}, "allow": ["text"]},
+        {"name": "commit test screen", "when": {"resource_id": "amount"}, "allow": ["text"]},
+    ]
+    raw["policy"] = {"money_moving": True}
+    raw["tasks"][0]["real"] = {"package": BANK}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "pack.yaml").write_text(
+        yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8"
+    )
+    return folder
+
+
 @contextlib.contextmanager
 def running_console(tmp: Path, *, phones: int = 2, store: bool = True) -> Iterator[RunningConsole]:
     with virtual_phones(phones, commit_screen={}) as (host, serials):
@@ -66,7 +92,13 @@ def running_console(tmp: Path, *, phones: int = 2, store: bool = True) -> Iterat
             stores.append(write_store(tmp / "both", env="real", n_tasks=3, repeats=2))
         try:
             with (
-                console_app(rig=None, stores=stores, data_dir=tmp / "data", pool=pool) as app,
+                console_app(
+                    rig=None,
+                    stores=stores,
+                    data_dir=tmp / "data",
+                    pool=pool,
+                    packs=[console_pack(tmp / "pack")],
+                ) as app,
                 serve_in_thread(app) as url,
             ):
                 yield RunningConsole(url, host, serials, pool, tmp / "store", tmp / "data")

@@ -25,7 +25,7 @@ from realbench.console.selectors import SelectorKind, choose_selector, node_at
 from realbench.errors import ConfigError
 from realbench.hierarchy import Hierarchy, Selector
 from tests.analysis_fixtures import write_store
-from tests.console_support import CHROMIUM, CHROMIUM_ARGS, RunningConsole, running_console
+from tests.console_support import CHROMIUM, CHROMIUM_ARGS, RunningConsole, console_pack, running_console
 from tests.farm_support import BANK, TICKET
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,9 +273,7 @@ def test_api_lists_phones_streams_screens_and_acts(live: RunningConsole) -> None
     vphone = live.host.phone(serial)
     assert any(e.method == "click" for e in vphone.events.events())
     # the console holds the phone through the pool: a run cannot lease it now
-    assert (
-        httpx.get(live.url + "/api/phones?check=0", timeout=30).json()[0]["leased_by"] == "console:operator"
-    )
+    assert httpx.get(live.url + "/api/phones?check=0", timeout=30).json()[0]["leased_by"] == "console"
     from devices.farm.pool import LeaseTimeout, PhonePool
 
     other = PhonePool(
@@ -309,8 +307,13 @@ def test_boundary_tap_is_blocked_until_confirmed_and_logged(live: RunningConsole
     r = _post(live, f"/api/phones/{serial}/act", tap)
     assert r.status_code == 409 and "提交订单" in r.json()["boundary"]
     assert not screen.taps  # the phone's own record: nothing arrived
-    wrong = _post(live, f"/api/phones/{serial}/act", {"action": tap, "confirm": "something else"})
+    wrong = _post(
+        live, f"/api/phones/{serial}/act", {"action": tap, "confirm": "something else", "operator": "tester"}
+    )
     assert wrong.status_code == 409 and not screen.taps
+    # the right control, but nobody named: refused (there is no default operator)
+    nameless = _post(live, f"/api/phones/{serial}/act", {"action": tap, "confirm": r.json()["boundary"]})
+    assert nameless.status_code == 400 and "operator" in nameless.json()["error"] and not screen.taps
     ok = _post(
         live,
         f"/api/phones/{serial}/act",
@@ -321,6 +324,7 @@ def test_boundary_tap_is_blocked_until_confirmed_and_logged(live: RunningConsole
     assert (
         log[-1]["serial"] == serial and log[-1]["operator"] == "tester" and "提交订单" in log[-1]["boundary"]
     )
+    assert "付款确认" in log[-1]["screen"]  # the screen it was sent on, by its texts
     _post(live, f"/api/phones/{serial}/release", {})
 
 
@@ -474,23 +478,51 @@ def test_boundary_tap_in_the_page_waits_for_the_operator_to_confirm(
     screen.taps.clear()
     page = _page(browser)
     page.goto(f"{live.url}/phone/{serial}")
+    page.evaluate("localStorage.removeItem('rb-operator')")  # a new operator: no name yet
+    page.reload()
     page.wait_for_function("window.rbFrames >= 1", timeout=60_000)
     x, y = _point_on_image(page, 540, 980)  # 提交订单
-    page.mouse.click(x, y)
     dialog = page.locator("#confirm-dialog")
-    dialog.wait_for(state="visible", timeout=30_000)
-    assert "提交订单" in page.locator("#confirm-boundary").inner_text()
+
+    def blocked_tap() -> None:
+        page.mouse.click(x, y)
+        dialog.wait_for(state="visible", timeout=30_000)
+        assert "提交订单" in page.locator("#confirm-boundary").inner_text()
+
+    def not_sent() -> None:
+        page.wait_for_function("document.getElementById('message').textContent.startsWith('not sent')")
+        page.evaluate("document.getElementById('message').textContent = ''")
+        assert not screen.taps
+
+    blocked_tap()
     assert not screen.taps
+    # the dialog opens on Cancel, and Send is off until the operator names themselves
+    assert page.evaluate("document.activeElement.id") == "confirm-cancel"
+    assert page.locator("#confirm-send").is_disabled()
+    page.keyboard.press("Enter")  # what a new operator does first
+    dialog.wait_for(state="hidden")
+    not_sent()
+    blocked_tap()
     page.click("#confirm-cancel")
-    page.wait_for_function("document.getElementById('message').textContent.startsWith('not sent')")
-    assert not screen.taps
-    page.mouse.click(x, y)
-    dialog.wait_for(state="visible", timeout=30_000)
+    not_sent()
+    # named, with the focus on Send: Enter still does not send
+    blocked_tap()
+    page.fill("#confirm-operator", "tester")
+    assert page.locator("#confirm-send").is_enabled()
+    page.focus("#confirm-send")
+    page.keyboard.press("Enter")
+    dialog.wait_for(state="hidden")
+    not_sent()
+    # only a click on Send, with a name, sends it, and the override is logged under that name
+    blocked_tap()
+    page.fill("#confirm-operator", "tester")
     page.click("#confirm-send")
     page.wait_for_function(
         "document.getElementById('message').textContent.startsWith('sent')", timeout=30_000
     )
     assert len(screen.taps) == 1
+    entry = json.loads((live.data / "confirmations.jsonl").read_text().splitlines()[-1])
+    assert entry["operator"] == "tester" and "提交订单" in entry["boundary"] and entry["screen"]
     assert not page.errors
     _post(live, f"/api/phones/{serial}/release", {})
     page.close()
@@ -610,7 +642,7 @@ def test_recorder_turns_marked_steps_into_a_recipe_and_patches_the_pack_with_a_b
     task = "lookup-passenger-count"
     steps = [
         RecordedStep(StepKind.LAUNCH, Phase.SETUP),
-        RecordedStep(StepKind.POINT, Phase.CHECK, {"resource_id": "hp_query_button"}, "resource-id"),
+        RecordedStep(StepKind.POINT, Phase.CHECK, {"resource_id": "ticket_home_btn_search"}, "resource-id"),
         RecordedStep(StepKind.TAP, Phase.GOLDEN, {"text": "我的"}, "text"),
         RecordedStep(StepKind.TYPE, Phase.GOLDEN, {"resource_id": "search"}, text="北京"),
         RecordedStep(StepKind.SWIPE, Phase.GOLDEN, direction="up"),
@@ -619,7 +651,9 @@ def test_recorder_turns_marked_steps_into_a_recipe_and_patches_the_pack_with_a_b
     ]
     rec._recordings["s"] = Recording(pack=pack.resolve(), task=task, steps=steps)
     recipe, problems = rec.recipe("s")
-    assert recipe["setup"] == [{"do": "launch", "expect": [{"selector": {"resource_id": "hp_query_button"}}]}]
+    assert recipe["setup"] == [
+        {"do": "launch", "expect": [{"selector": {"resource_id": "ticket_home_btn_search"}}]}
+    ]
     assert recipe["golden"] == [
         {"tap": {"text": "我的"}},
         {"type": {"text": "北京", "into": {"resource_id": "search"}}},
@@ -661,7 +695,7 @@ def test_account_secrets_never_reach_a_page(
     from realbench.console.command import console_app
     from realbench.console.server import serve_in_thread
 
-    secret = "Zq7-secret-4411"
+    secret = "Zqx-secret-wxyz"  # no digits: PIN digits are refused on a screen with a password field
     monkeypatch.setenv("RB_TEST_BANK_PASSWORD", secret)
     rig = parse_rig(
         {
@@ -680,7 +714,13 @@ def test_account_secrets_never_reach_a_page(
     screen = live.host.phone(live.serials[1]).ui.source(BANK)
     try:
         with (
-            console_app(rig=None, stores=[], data_dir=tmp_path / "d", pool=pool) as app,
+            console_app(
+                rig=None,
+                stores=[],
+                data_dir=tmp_path / "d",
+                pool=pool,
+                packs=[console_pack(tmp_path / "pack")],
+            ) as app,
             serve_in_thread(app) as url,
         ):
             serial = live.serials[1]

@@ -128,7 +128,7 @@ def test_a_recorded_recipe_is_written_and_certifies_on_the_same_phone(
 
         # a check: the home screen's query button must be there before the plan starts
         page.click("#rec-check")
-        page.mouse.click(*node_center(Selector(resource_id="hp_query_button")))
+        page.mouse.click(*node_center(Selector(resource_id="ticket_home_btn_search")))
         page.wait_for_function("document.querySelectorAll('#rec-steps tbody tr').length === 2")
         page.check("input[name=rec-default][value=golden]")
         for sel in (Selector(text="我的"), Selector(text="常用乘车人")):
@@ -144,8 +144,24 @@ def test_a_recorded_recipe_is_written_and_certifies_on_the_same_phone(
         assert recorded["setup"][0]["do"] == "launch" and recorded["setup"][0]["expect"]
         assert [list(s) for s in recorded["golden"]] == [["tap"], ["tap"], ["answer"]]
         assert recorded["golden"][-1]["answer"]["regex"] == r"(\d+)"
+        # Stop with unwritten steps asks first; declining keeps the recording and its steps
+        asked: list[str] = []
+
+        def decline(dialog: Any) -> None:
+            asked.append(dialog.message)
+            dialog.dismiss()
+
+        page.once("dialog", decline)
+        page.click("#rec-stop")
+        page.wait_for_function("document.getElementById('rec-result').textContent.startsWith('kept')")
+        assert asked and "unwritten" in asked[0] and rows() == 5
+        page.evaluate("document.getElementById('rec-result').textContent = ''")
         page.click("#rec-write button")
-        page.wait_for_function("document.getElementById('rec-result').textContent.startsWith('written to')")
+        page.wait_for_function("document.getElementById('rec-result').textContent !== ''", timeout=60_000)
+        result = page.locator("#rec-result").inner_text()
+        assert result.startswith("written to"), result
+        page.click("#rec-stop")  # written: Stop ends it without a question
+        page.wait_for_selector("#rec-body", state="hidden")
         assert not errors
         browser.close()
     pool.close()

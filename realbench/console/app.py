@@ -23,7 +23,7 @@ from realbench.actions import parse_action
 from realbench.console.capture import capture_screen
 from realbench.console.episodes import (
     Stores,
-    counterpart,
+    counterpart_anywhere,
     episode_rows,
     episode_view,
     run_summaries,
@@ -32,6 +32,7 @@ from realbench.console.episodes import (
 )
 from realbench.console.labels import LabelQueue
 from realbench.console.phones import ConsolePhones
+from realbench.console.security import CONSOLE_LIMITS
 from realbench.errors import (
     ActionError,
     BoundaryBlocked,
@@ -40,6 +41,8 @@ from realbench.errors import (
     RealbenchError,
     StoreError,
 )
+from realbench.http_guard import BodyError, parse_json_body
+from realbench.store_lock import StoreLockedError
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +64,10 @@ def _error(exc: RealbenchError) -> JSONResponse:
     body: dict[str, Any] = {"error": exc.message, "hint": exc.hint}
     if isinstance(exc, BoundaryBlocked):
         return JSONResponse({**body, "boundary": exc.control}, status_code=409)
-    if isinstance(exc, LeaseTimeout):
+    if isinstance(exc, LeaseTimeout | StoreLockedError):
         return JSONResponse(body, status_code=423)
+    if isinstance(exc, BodyError):
+        return JSONResponse(body, status_code=exc.http_status)
     if isinstance(exc, ActionError | ConfigError):
         return JSONResponse(body, status_code=400)
     if isinstance(exc, StoreError):
@@ -77,10 +82,8 @@ async def _call(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
 
 
 async def _json(request: Request) -> dict[str, Any]:
-    try:
-        data = await request.json()
-    except ValueError:
-        raise ConfigError("the request body is not JSON") from None
+    # Parsed here, not by request.json(): JSON nested past the limit is a 400, not a RecursionError.
+    data = parse_json_body(await request.body(), CONSOLE_LIMITS.max_json_depth)
     if not isinstance(data, dict):
         raise ConfigError("the request body must be a JSON object")
     return data
@@ -174,8 +177,10 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
         store = cfg.stores.get(str(idx))
         episode_id = request.query_params.get("id", "")
         this = await _call(episode_view, store, episode_id)
-        other_id = await _call(counterpart, store, episode_id)
-        other = await _call(episode_view, store, other_id) if other_id else None
+        # The other side may live in another of the console's stores (clone and phone runs are
+        # usually written to separate stores).
+        found = await _call(counterpart_anywhere, cfg.stores, store, episode_id)
+        other = await _call(episode_view, found[0], found[1]) if found else None
         clone, phone = (this, other) if this["target"] == "clone" else (other, this)
         verdicts = await _call(verdict_rows, store, episode_id)
         return page(
@@ -221,7 +226,7 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
     async def api_act(request: Request) -> Response:
         data = await _json(request)
         confirm = data.pop("confirm", None)
-        operator = str(data.pop("operator", "") or "operator")[:60]
+        operator = str(data.pop("operator", "") or "")
         raw = data.pop("action") if "action" in data else data
         action = parse_action(raw)
         serial = request.path_params["serial"]
@@ -229,7 +234,9 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
             await _call(cfg.recorder.before_action, serial, action)
         error: Exception | None = None
         try:
-            await _call(phones().act, serial, action, confirm=confirm, operator=operator)
+            await _call(
+                phones().act, serial, action, confirm=str(confirm) if confirm else None, operator=operator
+            )
         except RealbenchError as exc:
             error = exc
             raise
@@ -240,9 +247,7 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
 
     async def api_lease(request: Request) -> Response:
         data = await _json(request)
-        lease = await _call(
-            phones().lease, request.path_params["serial"], str(data.get("operator") or "operator")
-        )
+        lease = await _call(phones().lease, request.path_params["serial"], str(data.get("operator") or ""))
         return JSONResponse({"leased": True, "holder": lease.holder})
 
     async def api_release(request: Request) -> Response:

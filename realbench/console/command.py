@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from realbench.console.security import ConsoleGuard, is_loopback, require_token
+from realbench.console.security import CONSOLE_LIMITS, ConsoleGuard, is_loopback, require_token
 from realbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,8 @@ def console_command(
 ) -> None:
     import uvicorn
 
+    from realbench.http_guard import server_config
+
     token = require_token(host, token_env, dict(os.environ))
     if rig is None and not stores:
         raise ConfigError("nothing to show", hint="pass --rig R (phones) and/or --store DIR (runs)")
@@ -112,16 +114,27 @@ def console_command(
         loopback=is_loopback(host),
     ) as app:
         log.warning("realbench console on http://%s:%d%s", host, port, " (token required)" if token else "")
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        # Header deadline, header size and connection caps shared with every realbench server.
+        uvicorn.Server(server_config(app, CONSOLE_LIMITS, host=host, port=port, log_level="warning")).run()
 
 
 def capture_command(*, rig: str, serial: str, label: str, out: Path) -> Path:
     """One capture through the rig's pool (leased, so it never interleaves with an episode)."""
+    from devices.capture_routes import check_label_route
     from devices.farm.rig_targets import farm_pool
     from devices.rig import load_rig
+    from devices.vphone_check import require_vphone_up
     from realbench.console.capture import capture_screen
 
-    with farm_pool(load_rig(rig)) as pool:
+    if label:
+        from analysis.fidelity.captures import ScreenLabel
+
+        parsed = ScreenLabel.parse(label)  # before the phone: a label fidelity cannot score is refused
+        check_label_route(parsed.clone, parsed.route)
+    loaded = load_rig(rig)
+    # A virtual rig's throwaway phones would be gone before the capture could be repeated.
+    require_vphone_up(loaded, command="realbench capture", serial=serial)
+    with farm_pool(loaded) as pool:
         if serial not in pool.serials:
             raise ConfigError(
                 f"phone {serial} is not in rig {pool.rig.name!r}", hint=f"phones: {pool.serials}"

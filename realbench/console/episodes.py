@@ -1,18 +1,24 @@
 """Episodes of the run stores, as the console's pages show them: summaries, filtered tables and
-one episode's steps with the tap drawn where it landed (the report's replay drawing)."""
+one episode's steps with the tap drawn where it landed (the report's replay drawing).
+
+A page embeds only files that lie inside the store: a step's screenshot path is data from the
+store's index and a folder may hold links, so each file is resolved and must be a regular file
+under the store's root reached without following a symbolic link (`store_file`).
+"""
 
 from __future__ import annotations
 
 import base64
 import json
 import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from analysis.report import annotate_screenshot, describe_action, episode_video
 from realbench.errors import ConfigError, RealbenchError, StoreError
-from realbench.store import RunStore
+from realbench.store import VIDEO_FILE, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +132,25 @@ def task_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [by[k] for k in sorted(by)]
 
 
-def _data_uri(path: Path, width: int) -> str | None:
-    return annotate_screenshot(path, None, width) if path.exists() else None
+def store_file(store: RunStore, folder: Path, name: str) -> Path | None:
+    """`folder/name` when it is a regular file inside the store reached without a symbolic link
+    or `..` (a page may embed it), else None (logged)."""
+    root = Path(os.path.normpath(store.root.absolute()))
+    wanted = Path(os.path.normpath((folder / name).absolute()))
+    try:
+        inside = wanted.relative_to(root)
+        real = wanted.resolve(strict=True)
+    except (ValueError, OSError):
+        log.warning("not embedding %s: outside the store %s or missing", folder / name, store.root)
+        return None
+    if ".." in inside.parts or real != root.resolve() / inside or not real.is_file():
+        log.warning("not embedding %s: a link or not a plain file of the store", folder / name)
+        return None
+    return real
+
+
+def _data_uri(path: Path | None, width: int) -> str | None:
+    return annotate_screenshot(path, None, width) if path is not None else None
 
 
 @lru_cache(maxsize=8)
@@ -161,7 +184,8 @@ def episode_view(store: RunStore, episode_id: str, *, width: int = REPLAY_WIDTH)
     for st in store.steps(episode_id):
         action = st.get("action")
         shot = st.get("screenshot")
-        image = annotate_screenshot(folder / shot, action, width) if shot else None
+        path = store_file(store, folder, str(shot)) if shot else None
+        image = annotate_screenshot(path, action, width) if path is not None else None
         if isinstance(action, dict) and action.get("type") == "type":
             typed.append(str(action.get("text", "")))
         steps.append(
@@ -174,7 +198,7 @@ def episode_view(store: RunStore, episode_id: str, *, width: int = REPLAY_WIDTH)
                 "boundary": st.get("boundary") or "",
             }
         )
-    final = next((folder / f for f in ("final.jpg", "final.png") if (folder / f).exists()), None)
+    final = next((p for f in ("final.jpg", "final.png") if (p := store_file(store, folder, f))), None)
     return {
         "episode": episode_id,
         "run_id": ep["run_id"],
@@ -190,14 +214,37 @@ def episode_view(store: RunStore, episode_id: str, *, width: int = REPLAY_WIDTH)
         "typed": typed,
         "outcome": ep["outcome"],
         "steps": steps,
-        "final": _data_uri(final, width) if final is not None else None,
-        "video": episode_video(folder),
+        "final": _data_uri(final, width),
+        "video": episode_video(folder) if store_file(store, folder, VIDEO_FILE) is not None else None,
     }
 
 
 def counterpart(store: RunStore, episode_id: str) -> str | None:
     """The same task, seed and model on the other side (clone vs phone), if the store has one."""
+    return _counterpart_in(store, store.episode(episode_id))
+
+
+def counterpart_anywhere(stores: Stores, store: RunStore, episode_id: str) -> tuple[RunStore, str] | None:
+    """The other side of an episode in its own store or, failing that, in any other store the
+    console was given (in the order given)."""
     ep = store.episode(episode_id)
+    candidates = [store]
+    for name in stores.names():
+        try:
+            other = stores.get(name)
+        except RealbenchError as exc:  # one unreadable store does not hide the episode itself
+            log.warning("not looking for the other side in %s: %s", name, exc.message)
+            continue
+        if other is not store:
+            candidates.append(other)
+    for other in candidates:
+        found = _counterpart_in(other, ep)
+        if found is not None:
+            return other, found
+    return None
+
+
+def _counterpart_in(store: RunStore, ep: dict[str, Any]) -> str | None:
     frame = store.episodes_frame()
     if frame.empty:
         return None
@@ -230,4 +277,13 @@ def jpeg_data_uri(data: bytes) -> str:
     return "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
 
 
-__all__ = ["Stores", "StoreError", "counterpart", "episode_rows", "episode_view", "run_summaries"]
+__all__ = [
+    "Stores",
+    "StoreError",
+    "counterpart",
+    "counterpart_anywhere",
+    "episode_rows",
+    "episode_view",
+    "run_summaries",
+    "store_file",
+]

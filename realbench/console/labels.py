@@ -2,7 +2,8 @@
 
 A labeller sees an episode without any verdict; the label is written to the run store as a human
 verdict (`source=human`, `name=<labeller>`) in one transaction, and only then are the judge's
-verdicts shown. "Unsure" is stored as an abstaining human verdict, which audits do not count as
+verdicts shown. The label is written under the store's writer lock, taken for that one write: while
+another process writes the store (`realbench run`, `judge`), the label is refused, naming it. "Unsure" is stored as an abstaining human verdict, which audits do not count as
 ground truth. The queue serves first the episodes a labelling plan lists (``realbench audit
 --plan-labels N`` writes one: a JSON object with an ``episodes`` list of episode ids), then every
 other judged episode, device-side episodes first.
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 PLAN_NAMES = ("label-plan.json", "labels-plan.json", "label_plan.json")
 LABELLER_MAX = 60
+LOCK_COMMAND = "realbench console (a label)"
 
 
 def read_plan(path: Path) -> list[tuple[str, str | None]]:
@@ -138,7 +140,8 @@ class LabelQueue:
             source=VerdictSource.HUMAN,
             name=check_labeller(labeller),
         )
-        store.add_verdict(episode_id, verdict)
+        with store.writing(LOCK_COMMAND):  # StoreLockedError names the holder
+            store.add_verdict(episode_id, verdict)
         judges = [
             {"name": v.name, "success": None if v.abstained else v.success, "reason": v.reason[:300]}
             for v in store.verdicts(episode_id)

@@ -1,10 +1,13 @@
 """The console's view of the rig's phones: fleet rows, leases, frames, inspection and guarded input.
 
 The console leases a phone from the same `PhonePool` (thread lock + cross-process file lock) that
-runs use, so an episode and an operator never drive one phone at once. Every touch, key and text
-goes through the farm's interlock, armed with every stop control the rig's packs know (the
-always-forbidden controls and each task's commit boundary); a blocked action is sent only when
-the operator confirms the very control the interlock named, and each confirmation is logged.
+runs use, so an episode and an operator never drive one phone at once. Every touch, key, text and
+app launch goes through the farm's guarded device, armed with every stop control the console's
+packs know (the always-forbidden controls and each task's commit boundary) and with the packs'
+`InterlockPolicy` (money-moving rules: default-deny outside the packs' safe screens, no ENTER or
+typed newline, no taps into text-less WebViews, no PIN digits). A blocked action is sent only
+when a named operator confirms the very control the interlock named; each override is logged
+with the boundary, the screen and the operator.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from devices.farm.interlock import InterlockedDevice
+from devices.farm.interlock_policy import InterlockPolicy
 from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid, persisted_status
 from realbench.actions import Action, OpenApp, action_to_dict
 from realbench.console.selectors import choose_selector, describe_node, node_at
-from realbench.errors import BoundaryBlocked, ConfigError, DeviceError
+from realbench.errors import BoundaryBlocked, ConfigError, DeviceError, RealbenchError
 from realbench.hierarchy import Hierarchy, Selector
 
 log = logging.getLogger(__name__)
@@ -33,6 +37,8 @@ IDLE_RELEASE_S = 300.0  # an operator's lease lapses after this long without inp
 HEALTH_MAX_AGE_S = 60.0
 HIERARCHY_MAX_AGE_S = 1.0
 OPERATOR_SETTLE_S = 0.1  # the interlock's settle pause between dumps, shorter than an agent's
+OPERATOR_MAX = 60
+SCREEN_TEXTS = 8  # texts of the screen an override log names
 
 
 @dataclass
@@ -71,6 +77,8 @@ class ConsolePhones:
     def __init__(self, pool: PhonePool, packs: list[Any], *, confirmations: Path, secrets: list[str]) -> None:
         self.pool = pool
         self.boundary, self.forbidden = _stop_selectors(packs)
+        # One policy for every pack the console knows: money-moving if any of them is.
+        self.policy = InterlockPolicy.for_packs(packs)
         self.confirmations = confirmations
         self._secrets = [s for s in secrets if s]
         self._states: dict[str, _PhoneState] = {s: _PhoneState() for s in pool.serials}
@@ -90,14 +98,16 @@ class ConsolePhones:
 
     # --- leases -------------------------------------------------------------------------------
 
-    def lease(self, serial: str, operator: str = "operator") -> Lease:
+    def lease(self, serial: str, operator: str = "") -> Lease:
         with self._guard:
             st = self._state(serial)
             if st.lease is not None:
                 return st.lease
             try:
                 st.lease = self.pool.acquire(
-                    serial, holder=f"{CONSOLE_HOLDER}:{operator}", timeout=LEASE_WAIT_S
+                    serial,
+                    holder=f"{CONSOLE_HOLDER}:{operator}" if operator else CONSOLE_HOLDER,
+                    timeout=LEASE_WAIT_S,
                 )
             except LeaseTimeout as exc:
                 pid = lease_holder_pid(serial, self.pool._lease_dir)
@@ -107,7 +117,7 @@ class ConsolePhones:
                     hint=exc.hint,
                 ) from None
             st.guarded = InterlockedDevice(self.pool.phone(serial), settle_s=OPERATOR_SETTLE_S)
-            st.guarded.arm(self.boundary, self.forbidden)
+            st.guarded.arm(self.boundary, self.forbidden, self.policy)
             st.last_input = time.monotonic()
             return st.lease
 
@@ -253,31 +263,57 @@ class ConsolePhones:
 
     # --- input --------------------------------------------------------------------------------
 
-    def act(
-        self, serial: str, action: Action, *, confirm: str | None = None, operator: str = "operator"
-    ) -> None:
-        """Send an action through the interlock. Raises `BoundaryBlocked` (with `.control`) when it
-        would activate a stop control, unless `confirm` names exactly that control."""
+    def _guarded(self, serial: str, operator: str) -> InterlockedDevice:
+        self.lease(serial, operator)
+        st = self._state(serial)
+        if st.guarded is None:
+            raise DeviceError(f"phone {serial} was released while the console used it", hint="try again")
+        st.last_input = time.monotonic()
+        st.hierarchy = None
+        return st.guarded
+
+    def act(self, serial: str, action: Action, *, confirm: str | None = None, operator: str = "") -> None:
+        """Send an action through the guarded device. Raises `BoundaryBlocked` (with `.control`)
+        when it is refused, unless `confirm` names exactly that control and `operator` names the
+        person sending it anyway (there is no default operator)."""
+        operator = check_operator(operator, required=bool(confirm))
         if isinstance(action, OpenApp) and action.app not in {a.package for a in self.pool.rig.apps}:
             # Another app could be anything (a payment app, settings): only the rig's apps open.
             raise ConfigError(
                 f"{action.app} is not an app of rig {self.pool.rig.name!r}", hint="open one of the rig's apps"
             )
-        self.lease(serial, operator)
-        st = self._state(serial)
-        assert st.guarded is not None
-        st.last_input = time.monotonic()
-        st.hierarchy = None
+        guarded = self._guarded(serial, operator)
         try:
-            st.guarded.act(action)
+            guarded.act(action)
         except BoundaryBlocked as exc:
             if not confirm or confirm != exc.control:
                 raise
-            self._log_confirmation(serial, action, exc.control, str(exc.message), operator)
-            st.guarded.inner.act(action)
+            # Still refused, for the same control the operator confirmed: send it, and log it.
+            screen = self._screen_summary(exc.hierarchy)
+            self._log_confirmation(serial, action, exc.control, str(exc.message), operator, screen)
+            guarded.override(
+                action, operator=operator, reason=f"console confirmation of {exc.control} (screen: {screen})"
+            )
+
+    def _screen_summary(self, xml: str | None) -> str:
+        """The first texts of the screen the interlock refused on (redacted), to name it in the log."""
+        if not xml:
+            return "(screen not read)"
+        try:
+            nodes = Hierarchy(xml).nodes
+        except RealbenchError:
+            return "(unreadable screen)"
+        texts: list[str] = []
+        for node in nodes:
+            label = (node.text or node.content_desc or "").strip()
+            if label and label not in texts:
+                texts.append(label)
+            if len(texts) >= SCREEN_TEXTS:
+                break
+        return self.redact(" | ".join(texts)) or "(no text on screen)"
 
     def _log_confirmation(
-        self, serial: str, action: Action, control: str, reason: str, operator: str
+        self, serial: str, action: Action, control: str, reason: str, operator: str, screen: str
     ) -> None:
         entry = {
             "time": time.time(),
@@ -285,16 +321,31 @@ class ConsolePhones:
             "operator": operator,
             "action": action_to_dict(action),
             "boundary": control,
+            "screen": screen,
             "interlock": reason,
         }
-        log.warning("operator %s confirmed a boundary action on %s: %s", operator, serial, control)
+        log.warning(
+            "operator %s overrode the interlock on %s: %s (screen: %s)", operator, serial, control, screen
+        )
         self.confirmations.parent.mkdir(parents=True, exist_ok=True)
         with open(self.confirmations, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
-    def start_app(self, serial: str, package: str, operator: str = "operator") -> None:
+    def start_app(self, serial: str, package: str, operator: str = "") -> None:
         if package not in {a.package for a in self.pool.rig.apps}:
             raise ConfigError(f"{package} is not an app of rig {self.pool.rig.name!r}")
-        self.lease(serial, operator)
-        self._state(serial).last_input = time.monotonic()
-        self.pool.phone(serial).start_app(package)
+        # Through the guard too: it opens only the packs' own packages.
+        self._guarded(serial, check_operator(operator, required=False)).start_app(package)
+
+
+def check_operator(name: str, *, required: bool) -> str:
+    """The operator's name, trimmed; ConfigError when an override has none (never a default)."""
+    name = (name or "").strip()
+    if len(name) > OPERATOR_MAX:
+        raise ConfigError(f"an operator name has at most {OPERATOR_MAX} characters")
+    if required and not name:
+        raise ConfigError(
+            "sending a blocked action needs the operator's name",
+            hint="type your name in the confirmation dialog; every override is logged under it",
+        )
+    return name

@@ -30,6 +30,7 @@ from realbench.console.phones import ConsolePhones
 from realbench.console.selectors import choose_selector, node_at
 from realbench.errors import BoundaryBlocked, ConfigError
 from realbench.hierarchy import Hierarchy
+from realbench.recipe_file import write_task_recipe
 from realbench.recipes import RECIPES_FILE, SetupStep
 from realbench.taskpack import PlanStep, load_pack, pack_file
 
@@ -92,6 +93,12 @@ class Recording:
     notes: list[str] = field(default_factory=list)
     pending: RecordedStep | None = None
     default_phase: Phase = Phase.SETUP
+    # Steps changed since the recording was last written: Stop keeps them unless told to discard.
+    unwritten: bool = False
+
+
+class UnwrittenRecording(ConfigError):
+    """Stop was asked of a recording whose steps were never written."""
 
 
 def _swipe_direction(a: Swipe) -> str:
@@ -133,8 +140,16 @@ class Recorder:
             self._recordings[serial] = rec
             return rec
 
-    def stop(self, serial: str) -> None:
+    def stop(self, serial: str, *, discard: bool = False) -> None:
+        """End the recording. One with unwritten steps is kept (UnwrittenRecording) unless
+        `discard` says the operator chose to throw them away."""
         with self._lock:
+            rec = self._recordings.get(serial)
+            if rec is not None and rec.unwritten and rec.steps and not discard:
+                raise UnwrittenRecording(
+                    f"the recording of {rec.task} has {len(rec.steps)} unwritten steps; it is kept",
+                    hint="write the recipe first, or stop again choosing to discard them",
+                )
             self._recordings.pop(serial, None)
 
     def recording(self, serial: str) -> Recording | None:
@@ -189,15 +204,18 @@ class Recorder:
         step, rec.pending = rec.pending, None
         if error is None:
             rec.steps.append(step)
+            rec.unwritten = True
         elif isinstance(error, BoundaryBlocked) and step.kind is StepKind.TAP:
             # The tap the plan must reach and never send.
             step.phase = Phase.BOUNDARY
             rec.steps.append(step)
+            rec.unwritten = True
 
     def opened(self, serial: str, package: str) -> None:
         rec = self.recording(serial)
         if rec is not None:
             rec.steps.append(RecordedStep(StepKind.LAUNCH, Phase.SETUP, package=package))
+            rec.unwritten = True
 
     def point(self, serial: str, x: int, y: int, phase: Phase, regex: str = "") -> None:
         rec = self._need(serial)
@@ -207,11 +225,13 @@ class Recorder:
         if sel is None:
             raise ConfigError("no node there")
         rec.steps.append(RecordedStep(StepKind.POINT, phase, sel, kind, unique, regex=regex))
+        rec.unwritten = True
 
     def mark(self, serial: str, index: int, phase: Phase | None, *, delete: bool = False) -> None:
         rec = self._need(serial)
         if not 0 <= index < len(rec.steps):
             raise ConfigError(f"no step {index}")
+        rec.unwritten = True
         if delete:
             rec.steps.pop(index)
             return
@@ -333,7 +353,7 @@ class Recorder:
         boundary = [s.selector for s in rec.steps if s.phase is Phase.BOUNDARY]
         pack = load_pack(rec.pack)
         task = next(t for t in pack.tasks if t.id == rec.task)
-        declared = [b.model_dump(exclude_defaults=True) for b in task.real.boundary]
+        declared = [b.model_dump(exclude_defaults=True, exclude={"evidence"}) for b in task.real.boundary]
         missing = [b for b in boundary if b not in declared]
         notes = list(rec.notes)
         if missing:
@@ -376,26 +396,15 @@ class Recorder:
                 ),
                 encoding="utf-8",
             )
+            rec.unwritten = False
             return {"path": str(new_file), "backup": None}
         target = rec.pack / RECIPES_FILE
         backup: Path | None = None
-        header = ""
-        data: dict[str, Any] = {"app": load_pack(rec.pack).app, "tasks": {}}
         if target.exists():
-            text = target.read_text(encoding="utf-8")
-            header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
-            header = header if text.startswith("#") else ""
-            data = yaml.safe_load(text) or data
             backup = target.with_name(f"{RECIPES_FILE}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
             shutil.copy2(target, backup)
-        tasks = data.setdefault("tasks", {}) or {}
-        entry = dict(tasks.get(rec.task) or {})
-        entry.update(recipe)
-        tasks[rec.task] = entry
-        data["tasks"] = tasks
-        target.write_text(
-            header + yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8"
-        )
+        # Only this task's lines change: the file is hand-maintained and shared.
+        write_task_recipe(target, rec.task, recipe, app=load_pack(rec.pack).app)
         try:
             load_pack(rec.pack)
         except ConfigError:
@@ -406,6 +415,7 @@ class Recorder:
                     target.unlink()
             raise
         log.info("recorded recipe of %s written to %s (backup %s)", rec.task, target, backup)
+        rec.unwritten = False
         return {"path": str(target), "backup": str(backup) if backup else None}
 
     # --- routes -----------------------------------------------------------------------------------
@@ -428,8 +438,13 @@ class Recorder:
             return JSONResponse({"recording": True, **(await call(self.preview, serial))})
 
         async def stop(request: Request) -> Response:
-            await read_json(request)
-            self.stop(request.path_params["serial"])
+            data = await read_json(request)
+            serial = request.path_params["serial"]
+            try:
+                self.stop(serial, discard=data.get("discard") is True)
+            except UnwrittenRecording as exc:
+                body = {"error": exc.message, "hint": exc.hint, "unwritten": True, "recording": True}
+                return JSONResponse({**body, **(await call(self.preview, serial))}, status_code=409)
             return JSONResponse({"recording": False})
 
         async def edit(request: Request) -> Response:

@@ -4,26 +4,40 @@
   resolves its own name to 127.0.0.1 — DNS rebinding — is refused).
 - Bound elsewhere, the command refuses to start without a token from an environment variable;
   every request then carries it (``Authorization: Bearer``, ``X-Realbench-Token``, or the cookie
-  the first ``?token=`` visit sets).
-- Requests that change anything are POSTs with a JSON body (a cross-site form cannot send one)
-  whose Origin, when a browser sends it, is this console's own; the API answers no request a
+  the first ``?token=`` visit sets). ``?token=`` is read only on a GET (a link a person opens),
+  never on a POST.
+- Requests that change anything are POSTs with a JSON body (a cross-site form cannot send one).
+  Any request that carries an Origin must come from this console's own origin: scheme, host AND
+  port (a page served by another local port is another origin). The API answers no request a
   browser marks as cross-site (`Sec-Fetch-Site`).
+- A request body is at most `ServerLimits.max_body_bytes` (the shared server limits of
+  `realbench.http_guard`): a larger declared length is refused before anything is read, and a
+  body streamed without a length is cut off and refused as soon as it passes the limit; it must
+  arrive within `body_timeout_s`. Header deadlines and connection caps are the shared
+  `http_guard.server_config`'s, which the console is served with.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
+import json
+import time
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from realbench.errors import ConfigError
+from realbench.http_guard import ServerLimits
 
 COOKIE = "realbench_console"
 LOOPBACK_NAMES = ("localhost",)
+# What an operator's page sends: actions, labels, recorder edits. A screenshot never goes up.
+CONSOLE_LIMITS = ServerLimits(max_body_bytes=1024 * 1024, max_json_depth=32)
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def is_loopback(host: str) -> bool:
@@ -57,15 +71,18 @@ def require_token(host: str, token_env: str | None, environ: dict[str, str]) -> 
 class ConsoleGuard:
     """ASGI middleware enforcing the rules above."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, loopback: bool) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, loopback: bool, limits: ServerLimits = CONSOLE_LIMITS
+    ) -> None:
         self.app = app
         self.token = token
         self.loopback = loopback
+        self.limits = limits
 
     async def _reply(
         self, send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None
     ) -> None:
-        body = ('{"error": "' + message.replace('"', "'") + '"}').encode()
+        body = json.dumps({"error": message}).encode()
         await send(
             {
                 "type": "http.response.start",
@@ -79,7 +96,9 @@ class ConsoleGuard:
         )
         await send({"type": "http.response.body", "body": body})
 
-    def _presented(self, headers: dict[str, str], query: dict[str, str]) -> tuple[str | None, bool]:
+    def _presented(
+        self, headers: dict[str, str], query: dict[str, str], method: str
+    ) -> tuple[str | None, bool]:
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             return auth[7:].strip(), False
@@ -88,7 +107,7 @@ class ConsoleGuard:
         cookie = SimpleCookie(headers.get("cookie", ""))
         if COOKIE in cookie:
             return cookie[COOKIE].value, False
-        if "token" in query:
+        if "token" in query and method in ("GET", "HEAD"):
             return query["token"], True
         return None, False
 
@@ -104,7 +123,7 @@ class ConsoleGuard:
             return
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if self.token is not None:
-            presented, from_query = self._presented(headers, query)
+            presented, from_query = self._presented(headers, query, scope["method"])
             if presented is None or not hmac.compare_digest(presented.encode(), self.token.encode()):
                 await self._reply(send, 401, "a valid console token is required")
                 return
@@ -126,6 +145,10 @@ class ConsoleGuard:
                 )
                 await send({"type": "http.response.body", "body": b""})
                 return
+        origin = headers.get("origin")
+        if origin is not None and not same_origin(origin, host, scope.get("scheme", "http")):
+            await self._reply(send, 403, f"cross-origin request refused (Origin {origin[:100]})")
+            return
         site = headers.get("sec-fetch-site")
         if scope["path"].startswith("/api/") and site is not None and site not in ("same-origin", "none"):
             # Reading the API (which also health-checks phones) is for this console's own pages.
@@ -136,7 +159,51 @@ class ConsoleGuard:
             if problem:
                 await self._reply(send, 403, problem)
                 return
+            body = await self._read_body(headers, receive, send)
+            if body is None:
+                return
+            replayed = False
+
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send)
+            return
         await self.app(scope, receive, send)
+
+    async def _read_body(self, headers: dict[str, str], receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None after answering 413 (a declared length over the limit is
+        refused before a byte is read; a streamed one as soon as it passes the limit)."""
+        limit = self.limits.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared and (not declared.isdigit() or int(declared) > limit):
+            await self._reply(send, 413, f"request body larger than {limit} bytes")
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        deadline = time.monotonic() + self.limits.body_timeout_s
+        while True:
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                await self._reply(
+                    send, 408, f"request body not received within {self.limits.body_timeout_s:g} s"
+                )
+                return None
+            if message["type"] != "http.request":
+                return None  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._reply(send, 413, f"request body larger than {limit} bytes")
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
 
     @staticmethod
     def _state_change_problem(method: str, headers: dict[str, Any], host: str) -> str | None:
@@ -144,10 +211,30 @@ class ConsoleGuard:
             return "only POST changes state"
         if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return "a state-changing request needs a JSON body (Content-Type: application/json)"
-        origin = headers.get("origin")
-        if origin is not None and origin not in (f"http://{host}", f"https://{host}"):
-            return f"cross-origin request refused (Origin {origin})"
         site = headers.get("sec-fetch-site")
         if site is not None and site not in ("same-origin", "none"):
             return f"cross-site request refused (Sec-Fetch-Site {site})"
         return None
+
+
+def _host_port(host: str, scheme: str) -> tuple[str, int | None]:
+    """(lower-case host name, port) of a Host header value; the scheme's default port when none."""
+    try:
+        parts = urlsplit(f"{scheme}://{host}")
+        return (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return "", None
+
+
+def same_origin(origin: str, host: str, scheme: str = "http") -> bool:
+    """Whether a browser's Origin is this console's own: the same scheme, host name and port
+    (another port of the same machine is another site's server)."""
+    try:
+        parts = urlsplit(origin)
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return False
+    if parts.scheme != scheme or not parts.hostname or not host:
+        return False
+    name, own_port = _host_port(host, scheme)
+    return parts.hostname.lower() == name and port == own_port

@@ -18,7 +18,12 @@ def serve_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0) -> Iterato
     """Run `app` under uvicorn on host:port (0 = a free port); yields its base URL."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    from realbench.console.security import CONSOLE_LIMITS
+    from realbench.http_guard import server_config
+
+    # The console's own limits: header deadline and connection caps as every realbench server.
+    config = server_config(app, CONSOLE_LIMITS, host=host, port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="console-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + START_TIMEOUT_S

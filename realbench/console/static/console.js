@@ -80,10 +80,18 @@ function startPhone() {
 
   const dialog = document.getElementById("confirm-dialog");
   const who = document.getElementById("operator");
+  const dialogWho = document.getElementById("confirm-operator");
+  const sendButton = document.getElementById("confirm-send");
   who.value = localStorage.getItem("rb-operator") || "";
   who.onchange = () => localStorage.setItem("rb-operator", who.value.trim());
-  async function act(action, confirm) {
-    const body = { action, operator: who.value.trim() || "operator" };
+  // An override needs a name (there is no default operator), and only a click sends it: the dialog
+  // opens on Cancel, and Enter anywhere in it cancels instead of pressing the focused button.
+  dialogWho.oninput = () => { sendButton.disabled = !dialogWho.value.trim(); };
+  dialog.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter") { ev.preventDefault(); ev.stopPropagation(); dialog.close("cancel"); }
+  }, true);
+  async function act(action, confirm, operator) {
+    const body = { action, operator: operator || who.value.trim() };
     if (confirm) body.confirm = confirm;
     const { status, data } = await api("POST", base + "/act", body);
     if (status === 200) { say("sent " + action.type); document.getElementById("lease").textContent = "leased by the console"; if (window.rbRecorder) window.rbRecorder.refresh(); return; }
@@ -91,14 +99,23 @@ function startPhone() {
       if (window.rbRecorder) window.rbRecorder.refresh();
       document.getElementById("confirm-boundary").textContent = data.boundary;
       document.getElementById("confirm-reason").textContent = data.error;
+      dialogWho.value = who.value.trim();
+      sendButton.disabled = !dialogWho.value.trim();
       dialog.returnValue = "";
       dialog.showModal();
-      dialog.onclose = () => { if (dialog.returnValue === "send") act(action, data.boundary); else say("not sent: " + data.boundary, true); };
+      document.getElementById("confirm-cancel").focus();
+      dialog.onclose = () => {
+        const name = dialogWho.value.trim();
+        if (dialog.returnValue === "send" && name) {
+          who.value = name; localStorage.setItem("rb-operator", name);
+          act(action, data.boundary, name);
+        } else say("not sent: " + data.boundary, true);
+      };
       return;
     }
     say(data.error || ("error " + status), true);
   }
-  document.getElementById("confirm-send").onclick = () => dialog.close("send");
+  sendButton.onclick = () => { if (dialogWho.value.trim()) dialog.close("send"); };
   document.getElementById("confirm-cancel").onclick = () => dialog.close("cancel");
 
   let down = null;
@@ -264,7 +281,15 @@ function startRecorder() {
     const { status, data } = await api("POST", base + "/start", { pack: $("rec-pack").value, task: $("rec-task").value });
     if (status === 200) show(data); else $("rec-result").textContent = data.error;
   };
-  $("rec-stop").onclick = async () => { await api("POST", base + "/stop", {}); show({ recording: false }); };
+  // Stop never drops unwritten steps silently: the server keeps them and says so; ask first.
+  $("rec-stop").onclick = async () => {
+    let { status, data } = await api("POST", base + "/stop", {});
+    if (status === 409 && data.unwritten) {
+      if (!window.confirm(data.error + ". Discard them?")) { $("rec-result").textContent = "kept: " + data.error; show(data); return; }
+      ({ status, data } = await api("POST", base + "/stop", { discard: true }));
+    }
+    if (status === 200) show({ recording: false }); else $("rec-result").textContent = data.error;
+  };
   for (const r of document.querySelectorAll("input[name=rec-default]")) r.onchange = () => edit({ op: "default", phase: r.value });
   window.rbPointMode = null;
   $("rec-check").onclick = () => { window.rbPointMode = "check"; $("rec-result").textContent = "click the control that must be on screen"; };
