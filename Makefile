@@ -6,6 +6,10 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# `make demo` needs only the package itself: not the test, cluster and training extras (torch and
+# its CUDA wheels are most of a fresh install's minutes). `make setup` installs everything.
+BASE_STAMP := $(VENV)/.base-stamp
+PIP := $(PY) -m pip install -q --disable-pip-version-check
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_OUT ?= out/demo
 # pytest workers for `make test`: the suite mostly waits on Chromium, adb and servers, so two workers
@@ -29,13 +33,20 @@ system:
 
 venv: $(STAMP)
 
+# The venv's own pip (Python 3.11's) installs editable pyproject packages: upgrading it first only
+# added a download and a reinstall to every fresh setup.
 $(STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,ray,train]'
-	@touch $(STAMP)
+	$(PIP) -e '.[dev,ray,train]'
+	@touch $(STAMP) $(BASE_STAMP)
 
-demo: setup
+# A venv that `make setup` completed since pyproject.toml last changed already has the package.
+$(BASE_STAMP): pyproject.toml
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	@[ $(STAMP) -nt pyproject.toml ] || $(PIP) -e .
+	@touch $(BASE_STAMP)
+
+demo: system $(BASE_STAMP)
 	$(VENV)/bin/realbench demo --out $(DEMO_OUT)
 
 lint: venv

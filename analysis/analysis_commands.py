@@ -23,7 +23,7 @@ from analysis.labelling import PLAN_FILE, LabelPlan, find_plans, write_plan
 from analysis.labelling import plan_labels as plan_labels_fn
 from analysis.retention import Estimand, RatioEstimate, RetentionResult, retention_from_table
 from analysis.selection import Replayer, SelectionResult, load_replayer, select_tasks, write_task_list
-from analysis.stats import format_interval
+from analysis.stats import format_interval, minus_sign
 from analysis.tables import (
     TABLE_SUFFIXES,
     StoreSet,
@@ -36,6 +36,7 @@ from analysis.tables import (
     traces_from_stores,
 )
 from realbench.errors import ConfigError
+from realbench.full_width import print_full_width
 
 
 def _emit_json(payload: dict[str, Any]) -> None:
@@ -69,7 +70,7 @@ def _clean(obj: Any) -> Any:
 def _fmt(x: float | None, pct: bool = False) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "—"
-    return f"{100 * x:.1f}%" if pct else f"{x:.3f}"
+    return minus_sign(f"{100 * x:.1f}%" if pct else f"{x:.3f}")
 
 
 def _ci(ci: Sequence[float] | None, pct: bool = False) -> str:
@@ -159,7 +160,11 @@ def select_command(
     prior_sz: str | None = None,
     as_json: bool = False,
     console: Console | None = None,
+    not_runnable: dict[str, str] | None = None,
+    phone_filter: str = "",
 ) -> SelectionResult:
+    """`realbench select`. ``not_runnable`` (task → why) are tasks the phones may not run (the
+    wiring reads them from the pack and a certificate); ``phone_filter`` says what decided that."""
     table, stores = split_inputs(clone)
     pilot_table = None
     if pilot:
@@ -193,6 +198,8 @@ def select_command(
         seed=seed,
         pilot=pilot_table,
         prior_sz=parse_spreads(prior_sz),
+        not_runnable=not_runnable,
+        phone_filter=phone_filter,
     )
     if out is not None:
         write_task_list(result, out)
@@ -208,7 +215,14 @@ def select_command(
 def render_selection(r: SelectionResult, console: Console, out: Path | None) -> None:
     counts = r.classification["stratum"].value_counts()
     t = Table(title=f"Clone strata ({r.base} → {r.trained})")
-    for col in ("stratum", "tasks", "after screen", "mean clone gain", "allocated", "cost h/task"):
+    for col in (
+        "stratum",
+        "tasks",
+        "eligible (screened, phone-runnable)",
+        "mean clone gain",
+        "allocated",
+        "cost h/task",
+    ):
         t.add_column(col)
     chosen = r.neyman if r.method == "neyman" else r.proportional
     alloc = chosen.as_dict() if chosen is not None else {}
@@ -223,6 +237,17 @@ def render_selection(r: SelectionResult, console: Console, out: Path | None) -> 
             _fmt(r.cost_hours.get(h)),
         )
     console.print(t)
+    if r.excluded:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in r.excluded_by_reason().items())
+        console.print(
+            f"[yellow]excluded {len(r.excluded)} of {len(r.classification)} tasks[/] the phones may not run "
+            f"({kinds}; from {r.phone_filter}):",
+            soft_wrap=True,
+        )
+        for task, why in sorted(r.excluded.items()):
+            console.print(f"  excluded {task}: {why}", highlight=False, soft_wrap=True)
+    elif r.phone_filter:
+        console.print(f"phone filter: {r.phone_filter}; no task excluded", soft_wrap=True)
     if r.screen is not None:
         if r.screen.ran:
             console.print(
@@ -268,6 +293,7 @@ def audit_command(
     judge: str | None = None,
     as_json: bool = False,
     console: Console | None = None,
+    borrow_from: str | None = None,
 ) -> AuditResult | LabelPlan:
     """The judge audit; with ``plan_labels`` the labelling plan instead (which episodes to label)."""
     table, stores = split_inputs(inputs)
@@ -307,7 +333,7 @@ def audit_command(
         else:
             render_plan(plan, path, out)
         return plan
-    result = audit_table(table, sampled_by_verdict=sampled_by_verdict, seed=seed)
+    result = audit_table(table, sampled_by_verdict=sampled_by_verdict, seed=seed, borrow_from=borrow_from)
     result.notes.extend(notes)
     if as_json:
         _emit_json(_clean(result.to_dict()))
@@ -378,7 +404,7 @@ def render_audit(a: AuditResult, console: Console) -> None:
         conf.add_column("judge: failure")
         conf.add_row("truth: success", str(c.tp), str(c.fn))
         conf.add_row("truth: failure", str(c.fp), str(c.tn))
-        console.print(conf)
+        print_full_width(console, conf)
         m = Table(
             title="metrics: Wilson 95% on n/deff (each metric's own design effect), task-cluster bootstrap 95%"
         )
@@ -395,15 +421,23 @@ def render_audit(a: AuditResult, console: Console) -> None:
             ("accuracy", mm.accuracy),
         ):
             m.add_row(name, _rate_cell(rate), f"{rate.design_effect:.2f}")
-        console.print(m)
+        print_full_width(console, m)
         e = Table(title="error by model, trajectory length and app")
         for col in ("by", "group", "error", "FPR", "FNR"):
             e.add_column(col)
         for g in j.errors:
             e.add_row(g.by, g.group, _rate_cell(g.error), _rate_cell(g.fpr), _rate_cell(g.fnr))
-        console.print(e)
+        print_full_width(console, e)
         cr = Table(title="corrected success rates per model and side")
-        for col in ("model", "side", "judged q̂", "corrected p̂", "± SE", "method", "truth on labelled"):
+        for col in (
+            "model",
+            "side",
+            "judged q̂",
+            "corrected p̂",
+            "± SE",
+            "method",
+            "truth on labelled (unweighted)",
+        ):
             cr.add_column(col)
         for r in j.corrected:
             cr.add_row(
@@ -415,7 +449,7 @@ def render_audit(a: AuditResult, console: Console) -> None:
                 r.method + (f" ({r.note})" if r.note else ""),
                 _fmt(r.true_rate_labelled, True),
             )
-        console.print(cr)
+        print_full_width(console, cr)
     if a.agreements:
         t = Table(title="agreement between judges")
         for col in ("judges", "n", "κ", "κ 95% (task bootstrap)", "raw agreement", "PABAK", "flag"):
@@ -430,7 +464,7 @@ def render_audit(a: AuditResult, console: Console) -> None:
                 _fmt(ag.pabak),
                 ag.flag,
             )
-        console.print(t)
+        print_full_width(console, t)
     for note in a.notes:
         console.print(f"note: {note}")
 
@@ -469,15 +503,19 @@ def retention_command(
     real_env: str = "real",
     resamples: int = 10_000,
     seed: int = 0,
-    quantile: str = "z",
+    quantile: str = "auto",
     as_json: bool = False,
     console: Console | None = None,
+    borrow_from: str | None = None,
 ) -> RetentionResult:
     pop = parse_population(population)
     strata: dict[str, str] | None = None
     tasks_needed: int | None = None
-    if quantile not in ("z", "t"):
-        raise ConfigError(f"unknown --quantile {quantile!r}", hint="z (normal) or t (n − 1 df, few tasks)")
+    if quantile not in ("auto", "z", "t"):
+        raise ConfigError(
+            f"unknown --quantile {quantile!r}",
+            hint="auto (t with n − H df below 30 tasks, else z), z (normal) or t (n − 1 df)",
+        )
     if tasks is not None:
         task_list = load_task_list(tasks)
         strata = {str(t["task"]): str(t["stratum"]) for t in task_list.get("tasks", [])}
@@ -510,6 +548,7 @@ def retention_command(
         seed=seed,
         quantile=quantile,
         tasks_needed=tasks_needed,
+        borrow_from=borrow_from,
     )
     if unlisted:
         result.notes.append(

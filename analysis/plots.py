@@ -88,8 +88,24 @@ def retention_plot(
     ],
     references: Sequence[tuple[str, float, str]],
 ) -> str:
+    """The retention figure as a PNG data URI (see `retention_figure`)."""
+    return to_data_uri(retention_figure(estimates, references))
+
+
+def retention_figure(
+    estimates: Sequence[
+        tuple[
+            str,
+            float | None,
+            tuple[float, float] | None,
+            tuple[float, float] | None,
+            Sequence[tuple[float, float]],
+        ]
+    ],
+    references: Sequence[tuple[str, float, str]],
+) -> Figure:
     """Each named estimand with its Fieller and BCa intervals; a not-estimable one shows its exact
-    Fieller set (to the axis edge, arrows where it is unbounded) and no point. A published
+    Fieller set (bounded pieces as lines, unbounded ones as an arrow from the finite end) and no point. A published
     reference (estimand label, value, text) is drawn only on the row of the estimand it was
     computed for."""
     lo_lim, hi_lim = -1.0, 2.5
@@ -106,24 +122,43 @@ def retention_plot(
                 label="Fieller 95%" if "Fieller 95%" not in names else None,
             )
         elif pieces:
+            # An unbounded piece is an arrow from its finite end with "to ±∞" beside it, never a line
+            # running to the axis edge: a line there reads as an interval that ends at the edge.
             for lo, hi in pieces:
-                a, b = max(lo, lo_lim), min(hi, hi_lim)
-                if a < b:
-                    ax.plot([a, b], [y + 0.12, y + 0.12], color="#9ecae1", lw=3, ls=":")
-                if np.isinf(lo):
-                    ax.annotate(
-                        "",
-                        xy=(lo_lim, y + 0.12),
-                        xytext=(lo_lim + 0.25, y + 0.12),
-                        arrowprops={"arrowstyle": "->", "color": "#6baed6"},
+                if np.isfinite(lo) and np.isfinite(hi):
+                    a, b = max(lo, lo_lim), min(hi, hi_lim)
+                    if a < b:
+                        ax.plot([a, b], [y + 0.12, y + 0.12], color="#9ecae1", lw=3)
+                    continue
+                if np.isinf(lo) and np.isinf(hi):
+                    ax.text(
+                        (lo_lim + hi_lim) / 2,
+                        y - 0.2,  # below the row: a published reference is labelled above it
+                        "unbounded: (−∞, ∞)",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="#3b6ea5",
                     )
-                if np.isinf(hi):
-                    ax.annotate(
-                        "",
-                        xy=(hi_lim, y + 0.12),
-                        xytext=(hi_lim - 0.25, y + 0.12),
-                        arrowprops={"arrowstyle": "->", "color": "#6baed6"},
-                    )
+                    continue
+                end = hi if np.isinf(lo) else lo
+                clipped |= not lo_lim + 0.3 <= end <= hi_lim - 0.3
+                start = float(np.clip(end, lo_lim + 0.3, hi_lim - 0.3))
+                step = -0.3 if np.isinf(lo) else 0.3
+                ax.annotate(
+                    "",
+                    xy=(start + step, y + 0.12),
+                    xytext=(start, y + 0.12),
+                    arrowprops={"arrowstyle": "-|>", "color": "#3b6ea5", "lw": 1.5},
+                )
+                ax.text(
+                    start + step,
+                    y + 0.26,
+                    "to −∞" if np.isinf(lo) else "to +∞",
+                    ha="center",
+                    fontsize=7,
+                    color="#3b6ea5",
+                )
         if bca_ci is not None:
             ax.plot(bca_ci, [y - 0.12, y - 0.12], color="#ff7f0e", lw=3)
         if value is not None and np.isfinite(value):
@@ -150,7 +185,7 @@ def retention_plot(
     seen = dict(zip(labels, handles, strict=True))
     ax.legend(seen.values(), seen.keys(), fontsize=7, loc="lower right")
     ax.set_title("gain retention by estimand")
-    return to_data_uri(fig)
+    return fig
 
 
 def confusion_plot(judge: str, tp: int, fn: int, fp: int, tn: int) -> str:

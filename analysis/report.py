@@ -24,8 +24,9 @@ from PIL import Image, ImageDraw
 
 from analysis import plots
 from analysis.audit import AuditResult, Rate, audit_table
+from analysis.report_summary import build_summary
 from analysis.retention import ESTIMAND_MEANING, RatioEstimate, RetentionResult, retention_from_table
-from analysis.stats import format_interval, wilson
+from analysis.stats import format_interval, minus_sign, wilson
 from analysis.tables import (
     StoreSet,
     audit_table_from_stores,
@@ -94,6 +95,7 @@ class ReportInputs:
     population: dict[str, int] | None = None
     sources: list[str] = field(default_factory=list)
     tasks_needed: int | None = None  # the selection's power analysis
+    packs: dict[str, str] = field(default_factory=dict)  # app -> the pack its runs were made from
 
 
 @dataclass
@@ -112,7 +114,7 @@ def _table(df: pd.DataFrame, cls: str = "data") -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{100 * x:.1f}%"
+    return "—" if x is None or not math.isfinite(x) else minus_sign(f"{100 * x:.1f}%")
 
 
 def _ci(ci: Sequence[float] | None, pct: bool = False) -> str:
@@ -150,7 +152,45 @@ def _success_rows(decided: pd.DataFrame, suffix: str = "") -> list[dict[str, Any
     return rows
 
 
-def success_section(ep: pd.DataFrame) -> Section:
+@dataclass(frozen=True)
+class CloneOnly:
+    """Tasks with decided clone episodes and no decided device episode — one count for every section.
+
+    ``not_selected``: not in the signal-task list (not chosen for the phones, as planned);
+    ``unrun``: in the list, yet no device episode was decided (skipped, given up or aborted there)."""
+
+    tasks: list[str]
+    not_selected: list[str]
+    unrun: list[str]
+
+    def text(self) -> str:
+        parts = []
+        if self.not_selected:
+            parts.append(f"{len(self.not_selected)} not selected for the phones, as planned")
+        if self.unrun:
+            shown = ", ".join(self.unrun[:8]) + (" …" if len(self.unrun) > 8 else "")
+            parts.append(f"{len(self.unrun)} selected but with no decided device episode ({shown})")
+        return f"{len(self.tasks)} task(s) have decided episodes on the clone only" + (
+            f" ({'; '.join(parts)})" if parts else ""
+        )
+
+
+def clone_only_tasks(decided: pd.DataFrame, strata: dict[str, str] | None) -> CloneOnly:
+    if decided.empty:
+        return CloneOnly([], [], [])
+    tasks = decided["task"].astype(str)
+    on_device = set(tasks[decided["env"] != "clone"])
+    on_clone = set(tasks[decided["env"] == "clone"])
+    only = sorted(on_clone - on_device) if on_device else []
+    chosen = set(strata or {})
+    not_selected = [t for t in only if strata is not None and t not in chosen]
+    unrun = [t for t in only if strata is None or t in chosen]
+    if strata is None:  # no task list: nothing says which were meant for the phones
+        not_selected, unrun = only, []
+    return CloneOnly(only, not_selected, unrun)
+
+
+def success_section(ep: pd.DataFrame, strata: dict[str, str] | None = None) -> Section:
     """Clone vs device over the same tasks: the clone bars use only tasks that also ran on a
     device (tasks kept on the clone only were not selected for phones — expected)."""
     s = Section("success", "Success by model × target")
@@ -160,11 +200,10 @@ def success_section(ep: pd.DataFrame) -> Section:
         return s
     device_tasks = set(decided.loc[decided["env"] != "clone", "task"].astype(str))
     compared = decided
-    clone_only = 0
-    if device_tasks and (decided["env"] == "clone").any():
-        in_both = decided["task"].astype(str).isin(device_tasks)
-        clone_only = int(decided.loc[~in_both, "task"].nunique())
-        compared = decided[in_both]
+    only = clone_only_tasks(decided, strata)
+    clone_only = len(only.tasks)
+    if clone_only:
+        compared = decided[decided["task"].astype(str).isin(device_tasks)]
     df = pd.DataFrame(_success_rows(compared))
     s.images.append(plots.success_bars(df))
     table_rows = df
@@ -173,8 +212,7 @@ def success_section(ep: pd.DataFrame) -> Section:
         table_rows = pd.concat([df, every], ignore_index=True)
         s.notes.append(
             f"The chart compares like with like: the clone bars cover the {len(device_tasks)} task(s) that also ran on "
-            f"a device. {clone_only} task(s) ran on the clone only (not selected for the phones, as planned); "
-            "the rows marked '(every clone task)' include them."
+            f"a device. {only.text()}; the rows marked '(every clone task)' include them."
         )
     show = pd.DataFrame(
         {
@@ -253,15 +291,12 @@ def retention_section(
     if "clone" not in envs or real_env is None:
         s.empty = "Retention needs decided episodes on the clone and on a device (real or clone-on-phone)."
         return s, None
+    only = clone_only_tasks(decided, inputs.strata)
+    if only.tasks:
+        # The same count as the success section's: one definition, with its parts named.
+        s.notes.append(f"{only.text()}: they are not part of the paired analysis.")
     if inputs.strata:
-        # Tasks outside the signal-task list ran on the clone only: expected, not a data problem.
-        outside = decided.loc[~decided["task"].astype(str).isin(list(inputs.strata)), "task"].nunique()
         decided = decided[decided["task"].astype(str).isin(list(inputs.strata))]
-        if outside:
-            s.notes.append(
-                f"{outside} task(s) ran on the clone only (not selected for the phones, as planned) and are "
-                "not part of the paired analysis."
-            )
     table = pd.DataFrame(
         {
             "task": decided["task"].astype(str),
@@ -460,7 +495,7 @@ def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
             "corrected": _pct(c.corrected_rate),
             "± SE": _pct(c.corrected_se),
             "method": c.method,
-            "truth on labelled": _pct(c.true_rate_labelled),
+            "truth on labelled (unweighted)": _pct(c.true_rate_labelled),
         }
         for j in audit.judges
         for c in j.corrected
@@ -487,6 +522,24 @@ def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
         )
     s.notes.extend(audit.notes)
     return s
+
+
+def evidence_section(episodes: pd.DataFrame, packs: dict[str, str]) -> Section:
+    """Per task run on phones, how much of its real side public evidence backs."""
+    from analysis.evidence_table import evidence_rows
+
+    sec = Section("evidence", "Evidence behind the real side")
+    rows = evidence_rows(episodes, packs)
+    if rows.empty:
+        sec.empty = "No task ran on a phone (or its pack could not be read)."
+        return sec
+    sec.tables.append(_table(rows))
+    sec.notes.append(
+        "Share of each task's real steps (setup, real golden plan, checks, boundary) whose selectors rest "
+        "on a hierarchy dump or a public script of the real app; `realbench check-pack --evidence` lists "
+        "the guesses and the contradictions with the evidence of record."
+    )
+    return sec
 
 
 def health_section(episodes: pd.DataFrame) -> Section:
@@ -689,14 +742,23 @@ def build_report(
             audit_reason = f"Judge audit could not be computed: {exc.message}"
     else:
         audit_reason = "No judge verdicts on episodes with ground truth (verifier or human label)."
-    retention, _ = retention_section(ep, base, trained, inputs, resamples, seed)
+    retention, res = retention_section(ep, base, trained, inputs, resamples, seed)
+    summary = build_summary(
+        res,
+        retention.empty,
+        audit,
+        audit_reason,
+        inputs.population,
+        env_labels(ep[ep["success"].notna()]) if not ep.empty else {},
+    )
     sections = [
-        success_section(ep),
+        success_section(ep, inputs.strata),
         paired_section(ep),
         retention,
         strata_section(inputs),
         audit_section(audit, audit_reason),
         health_section(ep_all),
+        evidence_section(ep_all, inputs.packs),
     ]
     synthetic_models = sorted(
         {str(m) for m in ep_all.get("model", pd.Series(dtype=str)) if is_synthetic(str(m))}
@@ -722,6 +784,7 @@ def build_report(
         synthetic_models=synthetic_models,
         virtual_phones=virtual,
         sections=sections,
+        summary=summary,
         n_episodes=len(ep_all),
         n_tasks=int(ep_all["task"].nunique()) if not ep_all.empty else 0,
         judge=judge_name,
@@ -772,6 +835,7 @@ def build_report_from_stores(
             population=population,
             sources=[str(p) for p in runs],
             tasks_needed=tasks_needed,
+            packs={str(r["app"]): str(r["pack"]) for s in ss.stores for r in s.runs() if r.get("pack")},
         )
         return build_report(
             inputs, out=out, base=base, trained=trained, judge=judge, resamples=resamples, seed=seed

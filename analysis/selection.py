@@ -281,6 +281,14 @@ class SelectionResult:
     notes: list[str] = field(default_factory=list)
     spread_source: str = ""
     spread_z: dict[str, float] = field(default_factory=dict)
+    # task → why the phones may not run it (not allowed on a real account, not certified): left out
+    # of the population and the draw, since a task the run must skip measures nothing on a phone
+    excluded: dict[str, str] = field(default_factory=dict)
+    phone_filter: str = ""  # what decided `excluded` (the pack, a certificate), or why nothing did
+
+    def excluded_by_reason(self) -> dict[str, int]:
+        """Exclusion kinds (the reason up to its first ':') with their task counts."""
+        return _count_kinds(self.excluded)
 
     @property
     def allocation(self) -> Allocation | None:
@@ -298,6 +306,7 @@ class SelectionResult:
             "budget_hours": self.budget_hours,
             "population": self.population,
             "power": None if self.power is None else self.power.to_dict(),
+            "excluded": self.excluded,
             "tasks": [t.to_dict() for t in self.selected],
         }
 
@@ -322,6 +331,9 @@ class SelectionResult:
             "selected": [t.to_dict() for t in self.selected],
             "controls_false_accept_bound": self.controls_false_accept_bound,
             "power": None if self.power is None else self.power.to_dict(),
+            "excluded": self.excluded,
+            "excluded_by_reason": self.excluded_by_reason(),
+            "phone_filter": self.phone_filter,
             "notes": self.notes,
         }
 
@@ -359,7 +371,38 @@ def _budget_allocation(
         if cost(a) > budget:
             break
         best = a
-    return best
+    return _top_up(best, population, s_h, cost_h, budget, method)
+
+
+def _top_up(
+    a: Allocation,
+    population: dict[str, int],
+    s_h: dict[str, float],
+    cost_h: dict[str, float],
+    budget: float,
+    method: str,
+) -> Allocation:
+    """Spend what the search left: with unequal costs the next allocation of n + 1 tasks can cost
+    more than the budget while one more task of a cheaper stratum still fits. Add tasks one at a
+    time where the method's target per task is least met (N_h·S_h/√c_h over n_h + 1 for Neyman,
+    N_h over n_h + 1 for proportional) until nothing more fits."""
+    n = a.as_dict()
+    spent = sum(k * cost_h[h] for h, k in n.items())
+    while True:
+        open_ = [h for h in n if n[h] < population[h] and spent + cost_h[h] <= budget + 1e-12]
+        if not open_:
+            break
+
+        def need(h: str) -> float:
+            target = population[h] * (s_h.get(h, 0.0) / math.sqrt(cost_h[h]) if method == "neyman" else 1.0)
+            return target / (n[h] + 1)
+
+        h = max(open_, key=need)
+        n[h] += 1
+        spent += cost_h[h]
+    counts = [n[h] for h in a.strata]
+    taken = [c >= p for c, p in zip(counts, a.population, strict=True)]
+    return Allocation(a.method, list(a.strata), list(a.population), counts, taken)
 
 
 def select_tasks(
@@ -380,8 +423,14 @@ def select_tasks(
     seed: int = 0,
     pilot: pd.DataFrame | None = None,
     prior_sz: dict[str, float] | None = None,
+    not_runnable: dict[str, str] | None = None,
+    phone_filter: str = "",
 ) -> SelectionResult:
     """Classify, screen, allocate and draw the signal-task sample (METHODS §2).
+
+    ``not_runnable`` (task → why) names the tasks the phones may not run: not allowed on a real
+    account, or not certified. They are classified (the strata table shows them) but left out of the
+    population and the draw: a selected task that the phone run skips measures nothing.
 
     ``min_controls`` raises the both-fail sample (the stable-failure controls) to at least that
     many tasks where the stratum has them: n controls without a false accept bound FPR ≤ 3/n.
@@ -401,16 +450,26 @@ def select_tasks(
     ]
     cls = classify_tasks(df, base, trained, alpha)
     screen = None
-    if replayer is not None and traces:
-        screened = reproducibility_screen(traces, replayer, replay_k)
+    excluded = {str(t): why for t, why in (not_runnable or {}).items() if str(t) in cls.index}
+    cls = cls.assign(not_runnable=cls.index.isin(list(excluded)))
+    if excluded:
+        notes.append(
+            f"{len(excluded)} of {len(cls)} classified task(s) left out because the phones may not run them: "
+            + ", ".join(f"{n} {kind}" for kind, n in _count_kinds(excluded).items())
+        )
+    # Tasks the phones may not run are not screened: replaying them decides nothing.
+    to_screen = {t: v for t, v in (traces or {}).items() if str(t) not in excluded}
+    if replayer is not None and to_screen:
+        screened = reproducibility_screen(to_screen, replayer, replay_k)
         dropped = {s.task for s in screened if not s.kept}
         kept_mask = ~cls.index.isin(list(dropped))
+        in_screen = cls.index.isin(list(to_screen))
         screen = ScreenResult(
             True,
             replay_k,
             screened,
-            len(dropped & set(cls.index)) / max(len(cls), 1),
-            float(cls.loc[kept_mask, "g_s"].mean()) if kept_mask.any() else None,
+            len(dropped & set(cls.index)) / max(int(in_screen.sum()), 1),
+            float(cls.loc[kept_mask & in_screen, "g_s"].mean()) if (kept_mask & in_screen).any() else None,
             float(cls.loc[~kept_mask, "g_s"].mean()) if (~kept_mask).any() else None,
         )
         cls = cls.assign(screened_out=~kept_mask)
@@ -419,12 +478,13 @@ def select_tasks(
         screen = ScreenResult(False, replay_k, [], 0.0, None, None, f"reproducibility screen not run: {why}")
         notes.append(screen.note)
         cls = cls.assign(screened_out=False)
-    pool = cls[~cls["screened_out"]]
+    pool = cls[~cls["screened_out"] & ~cls["not_runnable"]]
     population = {s.value: int((pool["stratum"] == s.value).sum()) for s in Stratum}
     population = {k: v for k, v in population.items() if v > 0}
     if not population:
         raise AnalysisError(
-            "no tasks left after the reproducibility screen", hint="fix the flaky clone tasks"
+            "no tasks left after the reproducibility screen and the phone filter",
+            hint="fix the flaky clone tasks, or certify more tasks on the phones",
         )
     default_secs = (
         float(pool["duration_s"].mean())
@@ -450,10 +510,20 @@ def select_tasks(
             "both-fail); pass a pilot phone batch (--pilot) or a prior (--prior-sz)"
         )
         method = "proportional"
+    if s_h is not None and "floored" in spread_source:
+        notes.append(f"warning: {spread_source.split('; spreads floored: ', 1)[1]}: pilot spreads floored")
     floors = {Stratum.BOTH_FAIL.value: min_controls} if min_controls else None
     prop = _budget_allocation(population, {}, cost_h, budget_hours, "proportional", min_per_stratum, floors)
+    # Neyman never takes controls away: the stable-failure sample that bounds the judge's
+    # false-accept rate keeps at least the proportional design's size.
+    controls = prop.as_dict().get(Stratum.BOTH_FAIL.value, 0)
+    ney_floors = dict(floors or {})
+    if controls:
+        ney_floors[Stratum.BOTH_FAIL.value] = max(ney_floors.get(Stratum.BOTH_FAIL.value, 0), controls)
     ney = (
-        _budget_allocation(population, s_h, cost_h, budget_hours, "neyman", min_per_stratum, floors)
+        _budget_allocation(
+            population, s_h, cost_h, budget_hours, "neyman", min_per_stratum, ney_floors or None
+        )
         if s_h is not None
         else None
     )
@@ -490,7 +560,23 @@ def select_tasks(
         notes=notes,
         spread_source=spread_source,
         spread_z=s_h or {},
+        excluded=excluded,
+        phone_filter=phone_filter,
     )
+
+
+def _count_kinds(excluded: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for why in excluded.values():
+        kind = why.split(":", 1)[0]
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+# Pilot spreads of z resting on fewer tasks than this are floored at the pooled spread; others at
+# SPREAD_FLOOR_SHARE of it (a spread of exactly 0 is a small pilot, not a stratum that cannot move).
+MIN_PILOT_FOR_SPREAD = 5
+SPREAD_FLOOR_SHARE = 0.5
 
 
 def spread_of_z(
@@ -525,16 +611,27 @@ def spread_of_z(
     pooled = float(z.std(ddof=1))
     out: dict[str, float] = {}
     borrowed = []
+    floored = []
     for h in population:
         zh = z[stratum == h]
         if len(zh) >= 2:
-            out[h] = float(zh.std(ddof=1))
+            s_h = float(zh.std(ddof=1))
+            # A few pilot tasks that happen not to move (stable failures) give a spread of 0, and
+            # Neyman would then starve the stratum: below MIN_PILOT_FOR_SPREAD tasks a spread is
+            # not trusted under the pooled one, and never under a fraction of it.
+            floor = pooled if len(zh) < MIN_PILOT_FOR_SPREAD else SPREAD_FLOOR_SHARE * pooled
+            if s_h < floor:
+                floored.append(f"{h} ({s_h:.3f} from {len(zh)} tasks → {floor:.3f})")
+                s_h = floor
+            out[h] = s_h
         else:
             out[h] = pooled
             borrowed.append(h)
     source = f"pilot of {len(rates)} tasks on phones (R̂ = {r_hat:.2f})"
     if borrowed:
         source += f"; strata {borrowed} have < 2 pilot tasks and use the pooled spread"
+    if floored:
+        source += "; spreads floored: " + ", ".join(floored)
     return out, source
 
 

@@ -333,9 +333,9 @@ def load_task_list(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"no such task list {p}", hint="write one with `realbench select --out`")
     text = p.read_text(encoding="utf-8")
     if p.suffix in (".yaml", ".yml"):
-        import yaml
+        from realbench.safe_yaml import load_yaml_text
 
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text)
     else:
         data = json.loads(text)
     if not isinstance(data, dict) or data.get("kind") != "realbench-signal-tasks":

@@ -15,7 +15,7 @@ from typing import Any
 
 from realbench.agent import Agent
 from realbench.device import Target, TargetKind
-from realbench.errors import ConfigError, UnknownNameError
+from realbench.errors import ConfigError, RunInterrupted, UnknownNameError
 from realbench.golden import GoldenAgent
 from realbench.real_allowed import SkippedTask, split_real_allowed
 from realbench.run_config import RunConfig
@@ -143,6 +143,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         "scale": c.scale,
         "rig": str(c.rig) if c.rig else None,
         "scheduler": c.scheduler,
+        "max_attempts": c.max_attempts,
         "model": c.agent_options.model,
         "format": c.agent_options.fmt,
         "agent_settings": settings() if callable(settings) else None,
@@ -150,7 +151,10 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
         **({"real_gate": gate} if gate else {}),
     }
     eligible = None
+    runners: list[LocalRunner] = []
     with ExitStack() as stack:
+        # pushed first so that it runs last: after the targets closed, which ends the episodes in flight
+        stack.push(partial(_on_interrupt, store, runners, c.out))
         if kind is TargetKind.CLONE:
             targets = stack.enter_context(
                 clone_targets(pack, workers=c.workers, server_url=c.server_url, drift=c.drift, scale=c.scale)
@@ -195,6 +199,7 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             retry_given_up=c.retry_given_up,
             eligible=eligible,
         )
+        runners.append(runner)
         if c.video:
             from devices.episode_video import with_video
 
@@ -214,9 +219,34 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
     return summary.data
 
 
+INTERRUPT_GRACE_S = 15.0  # how long a Ctrl-C waits for the workers to record what it cut short
+
+
+def _on_interrupt(store: RunStore, runners: list[LocalRunner], out: Path, exc_type: Any, *_: Any) -> bool:
+    """Ctrl-C: the episodes it cut short are recorded as interrupted (not given up, not the
+    phone's aborts), the store is closed, and the run ends with one line instead of a traceback."""
+    if exc_type is None or not issubclass(exc_type, KeyboardInterrupt):
+        return False
+    busy = sum(r.wait_stopped(INTERRUPT_GRACE_S) for r in runners)
+    store.close()
+    raise RunInterrupted(
+        f"run stopped (Ctrl-C); finished episodes are stored in {out}"
+        + (f" ({busy} worker(s) still busy were left)" if busy else ""),
+        hint="rerun the same command to resume: interrupted episodes run again, nothing is redone",
+    )
+
+
 def preflight_run(c: RunConfig, kind: TargetKind) -> None:
-    """What can be checked before anything is started: the model endpoint serves --model and the
-    drift profile exists."""
+    """What can be checked before anything is started (or created, the store included): --out can
+    be a folder, a phone target has a rig, the model endpoint serves --model, the drift profile exists."""
+    from realbench.folder_checks import require_output_folder
+
+    require_output_folder(Path(c.out))
+    if kind is not TargetKind.CLONE and c.rig is None:
+        raise ConfigError(
+            f"--target {kind} needs --rig",
+            hint="e.g. --rig rigs/virtual.yaml (virtual phones) or your lab's rig",
+        )
     if c.agent == "openai" and c.agent_options.base_url and c.agent_options.model:
         from realbench.agents.endpoint_check import check_served
 

@@ -38,3 +38,14 @@ def split_real_allowed(pack: TaskPack, keys: list[EpisodeKey]) -> tuple[list[Epi
     for s in skipped.values():
         log.info("skipping %s on the real app (%s)", s.task, s.reason)
     return runnable, list(skipped.values())
+
+
+def real_exclusions(pack: TaskPack) -> dict[str, str]:
+    """task → why a real run skips it (what `split_real_allowed` would skip), for every task of the pack.
+
+    `realbench select` leaves these out of the phone sample, with the same reason a run would give."""
+    return {
+        task.id: f"not allowed on a real account: {task.real.why}"
+        for task in pack.tasks
+        if not task.real.allowed
+    }

@@ -111,6 +111,22 @@ class Capture:
         value = self.meta.get("package")
         return str(value) if value else None
 
+    @property
+    def virtual(self) -> bool:
+        """Taken on a virtual phone (its `device` record says so), not on a phone."""
+        device = self.meta.get("device")
+        if not isinstance(device, dict):
+            return False
+        return bool(device.get("virtual")) or device.get("kind") == "virtual-phone"
+
+
+@dataclass(frozen=True)
+class BadCapture:
+    """A capture folder that cannot be read or scored, and why."""
+
+    name: str
+    reason: str
+
 
 def load_capture(folder: Path) -> Capture:
     meta_path = folder / CAPTURE_FILE
@@ -127,9 +143,11 @@ def load_capture(folder: Path) -> Capture:
     return Capture(folder, meta, shot.read_bytes(), xml.read_text(encoding="utf-8"), label)
 
 
-def load_captures(root: Path) -> list[Capture]:
+def load_captures(root: Path, bad: list[BadCapture] | None = None) -> list[Capture]:
     """Every labelled capture under `root` (the folder itself when it is one), in name order;
-    captures without a label are skipped with a warning."""
+    captures without a label are skipped with a warning. A capture that cannot be read (a broken
+    capture.json, a missing screenshot, a malformed label) is appended to `bad` with its reason and
+    the rest load; without `bad` it raises."""
     if (root / CAPTURE_FILE).is_file():
         return [load_capture(root)]
     if not root.is_dir():
@@ -140,10 +158,18 @@ def load_captures(root: Path) -> list[Capture]:
         if not _label_of(folder):
             log.warning("%s has no label: not scored", folder.name)
             continue
-        captures.append(load_capture(folder))
+        try:
+            captures.append(load_capture(folder))
+        except ConfigError as exc:
+            if bad is None:
+                raise
+            log.warning("%s not scored: %s", folder.name, exc.message)
+            bad.append(BadCapture(folder.name, exc.message))
     if not captures:
+        why = "; ".join(f"{b.name}: {b.reason}" for b in bad or [])
         raise ConfigError(
-            f"no labelled captures under {root}", hint="take some with `realbench capture --label ...`"
+            f"no labelled captures under {root}" + (f" that can be read ({why})" if why else ""),
+            hint="take some with `realbench capture --label ...`",
         )
     return captures
 

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.fidelity.captures import Capture
+from analysis.fidelity.captures import BadCapture, Capture
 from analysis.fidelity.metrics import decode_image
 from analysis.fidelity.report import ScreenPair, write_report
-from analysis.fidelity.score import WEIGHTS, FidelityResult, ScreenRenderer, Weights, app_scores, score_pair
-from realbench.errors import ConfigError
+from analysis.fidelity.score import (
+    WEIGHTS,
+    FidelityResult,
+    ScreenRenderer,
+    UnscoredCapture,
+    Weights,
+    app_scores,
+    score_pair,
+)
+from realbench.errors import ConfigError, RealbenchError
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +44,34 @@ def measure(
     pack: str,
     clone: str,
     weights: Weights = WEIGHTS,
+    bad: Sequence[BadCapture] = (),
 ) -> Measured:
+    """Score each capture; `bad` are captures that could not even be loaded (named in the result)."""
     pairs: list[ScreenPair] = []
+    unscored = [UnscoredCapture(capture=b.name, reason=b.reason) for b in bad]
     for cap in captures:
-        if cap.label.clone is not None and cap.label.clone != clone:
-            raise ConfigError(
-                f"capture {cap.name} is labelled for clone {cap.label.clone!r}, but pack {pack} is {clone!r}",
-                hint="score it with that clone's pack",
-            )
-        height, width = decode_image(cap.screenshot).shape[:2]
-        rendered = renderer.render(cap.label, width, height)
-        score = score_pair(cap, rendered, weights)
+        # One bad capture (a route the clone lacks, a broken image) is named and the rest scored.
+        try:
+            if cap.label.clone is not None and cap.label.clone != clone:
+                raise ConfigError(
+                    f"labelled for clone {cap.label.clone!r}, but pack {pack} is {clone!r}",
+                    hint="score it with that clone's pack",
+                )
+            height, width = decode_image(cap.screenshot).shape[:2]
+            rendered = renderer.render(cap.label, width, height)
+            score = score_pair(cap, rendered, weights)
+        except (RealbenchError, OSError, ValueError) as exc:
+            reason = exc.message if isinstance(exc, RealbenchError) else f"{type(exc).__name__}: {exc}"
+            log.warning("capture %s not scored: %s", cap.name, reason)
+            unscored.append(UnscoredCapture(capture=cap.name, reason=f"{cap.label}: {reason}"))
+            continue
         log.info("%s: %.3f", score.label, score.score)
         pairs.append(ScreenPair(score, cap.screenshot, rendered.screenshot))
+    if not pairs and unscored:
+        raise ConfigError(
+            f"no capture could be scored: {'; '.join(f'{u.capture}: {u.reason}' for u in unscored)}",
+            hint="fix the captures' labels (`<clone>/<route>[?task=…]`) or retake them",
+        )
     screens = [p.score for p in pairs]
     overall = round(sum(s.score for s in screens) / len(screens), 4) if screens else 0.0
     result = FidelityResult(
@@ -57,14 +81,21 @@ def measure(
         screens=screens,
         apps=app_scores(screens, clone),
         score=overall,
+        unscored=unscored,
     )
     return Measured(result, pairs)
 
 
 def fidelity_run(
-    captures: list[Capture], renderer: ScreenRenderer, *, pack: str, clone: str, out: Path | None
+    captures: list[Capture],
+    renderer: ScreenRenderer,
+    *,
+    pack: str,
+    clone: str,
+    out: Path | None,
+    bad: Sequence[BadCapture] = (),
 ) -> FidelityResult:
-    measured = measure(captures, renderer, pack=pack, clone=clone)
+    measured = measure(captures, renderer, pack=pack, clone=clone, bad=bad)
     if out is not None:
         write_report(out, measured.result, measured.pairs)
     return measured.result

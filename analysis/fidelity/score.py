@@ -91,6 +91,8 @@ class ScreenScore(BaseModel):
     ssim: float
     colour_distance: float
     score: float
+    # The capture came from a virtual phone (a drifted clone standing in for the app), not a phone.
+    virtual: bool = False
     missing_texts: list[str] = Field(default_factory=list)
     extra_texts: list[str] = Field(default_factory=list)
     relabelled: list[dict[str, str]] = Field(default_factory=list)
@@ -105,6 +107,13 @@ class AppScore(BaseModel):
     score: float
 
 
+class UnscoredCapture(BaseModel):
+    """A capture the run could not score, and why (the others are scored all the same)."""
+
+    capture: str
+    reason: str
+
+
 class FidelityResult(BaseModel):
     pack: str
     clone: str
@@ -112,6 +121,7 @@ class FidelityResult(BaseModel):
     screens: list[ScreenScore]
     apps: list[AppScore]
     score: float
+    unscored: list[UnscoredCapture] = Field(default_factory=list)
 
 
 def _note(e: Element) -> ElementNote:
@@ -138,6 +148,7 @@ def score_pair(capture: Capture, clone: RenderedScreen, weights: Weights = WEIGH
         label=str(capture.label),
         capture=capture.name,
         package=capture.package,
+        virtual=capture.virtual,
         route=clone.route,
         width=width,
         height=height,
