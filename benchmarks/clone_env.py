@@ -46,7 +46,10 @@ from realbench.hierarchy import Hierarchy, Selector  # noqa: E402
 from realbench.taskpack import TaskInstance, TaskPack, parse_pack  # noqa: E402
 
 # The control each clone's step benchmark taps: it changes state and re-renders the same screen.
-TOGGLES = {"train_ticketing": Selector(resource_id="student_toggle"), "toy_shop": Selector(text="商品列表")}
+TOGGLES = {
+    "train_ticketing": Selector(resource_id="home_page_student"),
+    "toy_shop": Selector(text="商品列表"),
+}
 
 
 def pick_clone(requested: str | None) -> str:

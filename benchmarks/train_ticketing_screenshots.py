@@ -97,7 +97,7 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "04_calendar": lambda: _events("fresh", ("open_calendar", "search")),
     "05_train_list": lambda: _events("fresh", ("search_trains", None)),
-    "05b_train_list_seats": lambda: _events("fresh", ("search_trains", None), ("open_train", "G1")),
+    "05b_train_list_seats": lambda: _events("fresh", ("search_trains", None), ("expand_train", "G101")),
     "06_train_filter": lambda: _events(
         "fresh",
         ("search_trains", None),
@@ -135,6 +135,8 @@ SCREENS: dict[str, Callable[[], dict[str, Any]]] = {
     ),
     "25_submit_check": _checked_form,
     "26_pay_platform": _cashier,
+    "27_passenger_pick": lambda: _events("mid_booking", ("open_passenger_pick", "booking")),
+    "28_abandon_pay": lambda: _events("mid_booking", ("submit_order", None), ("ask_abandon_pay", None)),
 }
 
 

@@ -55,12 +55,12 @@ def _corner_close(name: str, view_id: str, title: str, body: str, desc: str) -> 
 TRAIN_TICKETING: tuple[Interruption, ...] = (
     Interruption(
         "tt_upgrade",
-        "[rules] an upgrade dialog with the buttons 稍后再说 and 立即安装",
+        "[rules] an upgrade dialog (最新版本升级内容) with the buttons cancel_btn 稍后再说 and ok_btn 立即安装",
         _dialog(
             "tt_upgrade",
-            "版本更新",
+            "最新版本升级内容",
             "新版本已下载完成，是否立即安装？",
-            [("稍后再说", "btn_later"), ("立即安装", "btn_install")],
+            [("稍后再说", "cancel_btn"), ("立即安装", "ok_btn")],
         ),
     ),
     Interruption(
@@ -104,7 +104,9 @@ BANK: tuple[Interruption, ...] = (
     Interruption(
         "ccb_start_dialog",
         "[rules] a start-up ad dialog (StartDialogActivity) with a pager tip_view_pager, closed by the view close",
-        f'<div class="modal" id="rb_ccb_start_dialog"><div class="dialog rb-card" role="dialog">'
+        # its own activity (GKD rules match it there), which the phone reports while it shows
+        f'<div class="modal" id="rb_ccb_start_dialog" data-activity="com.ccb.start.view.startdialog.StartDialogActivity">'
+        f'<div class="dialog rb-card" role="dialog">'
         f'<div class="rb-ad-art" id="tip_view_pager" aria-label="活动"><div class="rb-ad-title">龙卡信用卡</div>'
         f'<div class="rb-ad-sub">新户专享 好礼相送</div></div>'
         f'<button class="rb-corner-close" id="close" aria-label="关闭" data-ev="{_DISMISS}" '

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from devices.recipe_runner import SetupFailed, StepRecord
 from realbench.actions import Answer, Terminate, Wait
 from realbench.errors import BoundaryBlocked, ConfigError, DeviceError, RealbenchError
+from realbench.evidence_report import load_table, task_evidence
 from realbench.golden import GoldenAgent, PlanError
 from realbench.hierarchy import Hierarchy
 from realbench.recipes import fixture_gaps
@@ -77,6 +78,8 @@ class CertResult(BaseModel):
     unmatched: list[str] = Field(default_factory=list)
     steps: list[CertStep] = Field(default_factory=list)
     took_s: float = 0.0
+    # what public evidence backs the task's real steps (`check-pack --evidence`), one line
+    evidence: str = ""
 
     def row(self) -> dict[str, Any]:
         return {
@@ -86,6 +89,7 @@ class CertResult(BaseModel):
             "certified": self.certified,
             "failed_step": self.failed_step,
             "reason": self.reason,
+            "evidence": self.evidence,
         }
 
 
@@ -286,8 +290,15 @@ def run_real_golden(
             try:
                 device.act(action)
             except BoundaryBlocked as exc:
-                result.boundary_reached = True
                 cert.detail = f"stopped by the interlock at {exc.control}"
+                if i == len(plan) - 1 and task.real.boundary:
+                    result.boundary_reached = True  # the plan's last step is its commit tap
+                    return
+                # Any earlier refusal is a false block of the golden plan (or a plan that
+                # reaches a stop control early): the task is not certified.
+                cert.ok = False
+                result.failed_step, result.failed_selector = f"golden.{i}", cert.selector or None
+                result.reason = f"real golden step {i} ({step.kind}) refused by the interlock: {exc.message}"
                 return
             if agent.remaining == 0:
                 break  # the step is done; the next step looks at the screen itself
@@ -395,6 +406,8 @@ def certify(
     phones: Any = None,
 ) -> Certificate:
     tasks = [pack.task(t) for t in task_ids] if task_ids else list(pack.tasks)
+    table = load_table(pack)
+    evidence = {t.id: task_evidence(t, table).summary() for t in tasks}
     out.mkdir(parents=True, exist_ok=True)
     cert = Certificate(
         pack=pack.path or pack.app,
@@ -427,6 +440,7 @@ def certify(
                     )
                 else:
                     res = certify_task(target, task, seed, out, target.serial)
+                res.evidence = evidence[task.id]
                 log.info("certify %s %s: %s %s", target.serial, task.id, res.certified, res.reason)
                 with lock:
                     cert.results.append(res)
@@ -486,6 +500,8 @@ def write_phone_page(cert: Certificate, phone: PhoneCert, out: Path) -> Path:
             extra.append(f"answer {esc(r.answer)!s}")
         if r.unmatched:
             extra.append("unmatched: " + esc("; ".join(r.unmatched)))
+        if r.evidence:
+            extra.append("evidence: " + esc(r.evidence))
         parts.append(
             f"<tr class='{cls}'><td>{esc(r.task)}</td><td>{status}</td><td>{esc(r.failed_step or '')}</td>"
             f"<td>{esc(r.reason)}<br><small>{'<br>'.join(extra)}</small></td><td>{''.join(steps)}</td></tr>"

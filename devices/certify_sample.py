@@ -17,7 +17,15 @@ from typing import Any
 from devices.certify import not_runnable_reason
 from realbench.taskpack import Task, TaskPack
 
-SELECTOR_FIELDS = ("text", "text_contains", "text_regex", "resource_id", "content_desc", "class_name")
+SELECTOR_FIELDS = (
+    "text",
+    "text_contains",
+    "text_regex",
+    "text_pattern",
+    "resource_id",
+    "content_desc",
+    "class_name",
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,8 @@ def task_features(pack: TaskPack, task: Task) -> set[str]:
     feats = {f"app:{pack.app}"}
     for step in real.setup:
         feats.add(f"setup:{step.do}")
+        if getattr(step, "activity", None):
+            feats.add("setup:wait_for_activity")
         if step.expect:
             feats.add("setup:expect")
         for sel in (getattr(step, "selector", None), getattr(step, "into", None)):

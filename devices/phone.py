@@ -17,6 +17,7 @@ import http.client
 import io
 import json
 import logging
+import re
 import shlex
 import socket
 import threading
@@ -58,6 +59,8 @@ ADB_KEYBOARD = "com.github.uiautomator/.AdbKeyboard"
 DOUBLE_TAP_GAP_S = 0.08  # well inside Android's 300 ms double-tap window
 SWIPE_MS_PER_STEP = 5  # uiautomator throttles each swipe step to ~5 ms
 BLACK_LEVEL = 8  # max 8-bit luminance of a frame we call black (screen off, secure window, injected fault)
+# `mCurrentFocus=Window{4b1e2f0 u0 com.MobileTicket/com.alipay.mobile.nebulacore.ui.H5Activity}`
+_FOCUSED_ACTIVITY = re.compile(r"mCurrentFocus=Window\{.*\s([^\s/]+)/([^\s}]+)\}")
 
 
 class Idempotence(StrEnum):
@@ -489,6 +492,16 @@ class PhoneDevice:
 
     def current_app(self) -> str | None:
         return self.info().get("currentPackageName") or None
+
+    def current_activity(self) -> str | None:
+        """The focused activity as `dumpsys window` names it (what uiautomator2's `app_current`
+        reads): the full class name, or `.Name` relative to its package; None when none is focused."""
+        out = self.shell(["dumpsys", "window", "windows"])
+        m = _FOCUSED_ACTIVITY.search(out)
+        if m is None:
+            return None
+        package, activity = m.group(1), m.group(2)
+        return package + activity if activity.startswith(".") else activity
 
     def _take_settled(self) -> str | None:
         """The last settle's final dump, if nothing was sent to (or asked of) the phone since and

@@ -70,11 +70,24 @@ def check_pack_cmd(
     list_tasks: Annotated[
         bool, typer.Option("--list", help="Also list every task: id and instruction (what --tasks takes)")
     ] = False,
+    evidence: Annotated[
+        bool,
+        typer.Option(
+            "--evidence",
+            help="Instead: how well public evidence backs each task's real steps, and the selectors that "
+            "contradict the evidence of record (exit 1 when any does)",
+        ),
+    ] = False,
 ) -> None:
     """Validate task packs: schema, registered clone/verifier names, verifier arguments and answers
     against the verifiers' contracts, setup data, commit-boundary safety rules, and safety by effect
     (each golden plan run on the clone: account changes only behind a boundary)."""
     import json
+
+    if evidence:
+        from realbench.evidence_commands import check_evidence
+
+        raise typer.Exit(code=check_evidence(paths, as_json=as_json, console=console))
 
     from clones.contracts import pack_checks
     from realbench.errors import PackError
@@ -164,7 +177,8 @@ def certify_cmd(
                 else ("[red]failed[/]" if row["runnable"] else "[dim]skipped[/]")
             )
             console.print(
-                f"{mark} {row['phone']} {row['task']} {row['failed_step'] or ''} {row['reason']}",
+                f"{mark} {row['phone']} {row['task']} {row['failed_step'] or ''} {row['reason']}"
+                + (f" [dim](evidence: {row['evidence']})[/]" if row.get("evidence") else ""),
                 soft_wrap=True,
             )
         console.print(f"certified {summary['certified']} of {summary['total']}")
@@ -339,6 +353,12 @@ def _print_summary(data: dict[str, object]) -> None:
             "(`realbench devices --rig …` shows why)",
             soft_wrap=True,
         )
+    if data.get("interrupted"):
+        console.print(
+            f"[yellow]{data['interrupted']} episode(s) interrupted[/] (stopped before they finished; "
+            "rerunning the same command resumes them)",
+            soft_wrap=True,
+        )
     reasons = data.get("given_up_reasons") or {}
     if isinstance(reasons, dict) and reasons:
         console.print(
@@ -377,9 +397,11 @@ def show_cmd(
 
     from rich.table import Table
 
+    from realbench.folder_checks import require_run_store
     from realbench.runner import summarize
     from realbench.store import RunStore
 
+    require_run_store(out)  # a wrong path is a set-up mistake (exit 2), not a damaged store
     store = RunStore(out, create=False)
     summaries = [summarize(store, r["run_id"]).data for r in store.runs()]
     damaged = store.damaged()
@@ -616,13 +638,17 @@ def devices_cmd(
 
     from devices.farm.device_table import device_rows, render_table
     from devices.rig import load_rig
+    from devices.vphone_check import require_vphone_up
 
     loaded = load_rig(rig)
+    require_vphone_up(loaded, command="realbench devices")  # not throwaway phones gone on exit
     rows = device_rows(loaded, check=check)
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
     else:
-        console.print(render_table(loaded.name, rows))
+        from realbench.full_width import print_full_width
+
+        print_full_width(console, render_table(loaded.name, rows))  # piped: serials uncut
     if check:
         from devices.farm.device_table import raise_if_unhealthy
 
@@ -677,12 +703,27 @@ def select_cmd(
         str | None, typer.Option("--prior-sz", help="Your guess of the spread of z per stratum: gain=0.3,...")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    pack: Annotated[
+        Path | None,
+        typer.Option(
+            "--pack",
+            help="Task pack: its tasks not allowed on a real account are left out (default: --replay-pack, "
+            "else the pack the clone runs recorded)",
+        ),
+    ] = None,
+    certified: Annotated[
+        Path | None,
+        typer.Option("--certified", help="Certification file: only tasks certified on some phone are picked"),
+    ] = None,
 ) -> None:
-    """Stratify tasks by clone outcomes, screen reproducibility, allocate the device budget."""
+    """Stratify tasks by clone outcomes, screen reproducibility, allocate the device budget.
+    Only tasks a real run would start are picked; the ones left out are listed with why."""
     from contextlib import ExitStack
 
     from analysis.analysis_commands import select_command
+    from devices.phone_filter import phone_filter
 
+    allowed = phone_filter(pack or replay_pack, certified, [c for c in clone if c.is_dir()])
     with ExitStack() as stack:
         chosen: object = replayer
         if replay_pack is not None:
@@ -707,6 +748,8 @@ def select_cmd(
             prior_sz=prior_sz,
             as_json=as_json,
             console=console,
+            not_runnable=allowed.excluded,
+            phone_filter=allowed.source,
         )
 
 
@@ -731,6 +774,13 @@ def audit_cmd(
         ),
     ] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="Judge the labelling plan is for")] = None,
+    borrow_from: Annotated[
+        str | None,
+        typer.Option(
+            "--borrow-from",
+            help="A side (e.g. clone) whose labels stand in where a side has none; never done unless asked",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Audit judges against ground truth: confusion, Se/Sp/PPV, error by length/model/app, κ, corrections.
@@ -747,6 +797,7 @@ def audit_cmd(
         judge=judge,
         as_json=as_json,
         console=console,
+        borrow_from=borrow_from,
     )
 
 
@@ -778,8 +829,18 @@ def retention_cmd(
     ] = 10_000,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     quantile: Annotated[
-        str, typer.Option("--quantile", help="Fieller's q: z, or t with n − 1 df (few tasks)")
-    ] = "z",
+        str,
+        typer.Option(
+            "--quantile",
+            help="Fieller's q: auto (t with n − H df below 30 tasks, else z), z, or t (n − 1 df)",
+        ),
+    ] = "auto",
+    borrow_from: Annotated[
+        str | None,
+        typer.Option(
+            "--borrow-from", help="Side whose Se/Sp stand in where the device side has no ground truth"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Gain retention R = mean device gain / mean clone gain with Fieller, delta and BCa intervals."""
@@ -801,6 +862,7 @@ def retention_cmd(
         quantile=quantile,
         as_json=as_json,
         console=console,
+        borrow_from=borrow_from,
     )
 
 
@@ -1055,7 +1117,7 @@ def demo_cmd(
     ] = 2,
     budget_hours: Annotated[
         float, typer.Option("--budget-hours", help="Device-hour budget for the phones")
-    ] = 0.06,
+    ] = 0.12,
     rig: Annotated[
         Path | None, typer.Option("--rig", help="Rig (default: rigs/virtual.yaml, virtual phones)")
     ] = None,
@@ -1150,21 +1212,26 @@ def fidelity_cmd(
 ) -> None:
     """Score labelled captures of real screens against the clone's rendering of the same screens."""
     import clones.registry  # noqa: F401  (registers the built-in clones)
-    from analysis.fidelity.captures import load_captures
+    from analysis.fidelity.captures import BadCapture, load_captures
     from analysis.fidelity.measure import fidelity_run, result_json
     from devices.clone_render import CloneScreenRenderer
     from realbench.taskpack import load_pack
 
     task_pack = load_pack(pack)
-    loaded = load_captures(captures)  # before the browser starts: a bad folder fails fast
+    bad: list[BadCapture] = []
+    loaded = load_captures(captures, bad)  # before the browser starts: a bad folder fails fast
     with CloneScreenRenderer(task_pack) as renderer:
-        result = fidelity_run(loaded, renderer, pack=task_pack.app, clone=task_pack.clone, out=out)
+        result = fidelity_run(loaded, renderer, pack=task_pack.app, clone=task_pack.clone, out=out, bad=bad)
     if as_json:
         typer.echo(result_json(result))
     else:
         for s in result.screens:
-            console.print(f"{s.score:.3f}  {s.label}")
+            console.print(f"{s.score:.3f}  {s.label}" + ("  [virtual phone]" if s.virtual else ""))
         console.print(f"[bold]fidelity {result.score:.3f}[/]" + (f" — report: {out}" if out else ""))
+    for u in result.unscored:  # named, the others scored: the run still says it was not clean
+        err_console.print(f"[yellow]not scored[/] {u.capture}: {u.reason}", highlight=False, soft_wrap=True)
+    if result.unscored:
+        raise typer.Exit(code=1)
 
 
 def run() -> None:

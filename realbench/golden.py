@@ -26,7 +26,7 @@ from realbench.actions import (
 )
 from realbench.agent import AgentStep, HistoryItem
 from realbench.errors import RealbenchError
-from realbench.hierarchy import Hierarchy, Node, Selector
+from realbench.hierarchy import Hierarchy, Node, Selector, fold_spacing
 from realbench.observation import Observation
 from realbench.taskpack import PlanStep, ReadAnswer, SwipeDirection, TaskInstance, TypeStep
 from realbench.templating import render
@@ -202,7 +202,8 @@ class GoldenAgent:
         node = self._find(spec.read, hierarchy)
         if node is None:
             raise PlanError(f"no control matches {spec.read.format(self.params)} to read the answer from")
-        text = node.text or node.content_desc
+        # Read as a person reads it: a letter-spaced train number (`G 7 0 0 4`) is `G7004`.
+        text = fold_spacing(node.text or node.content_desc)
         if spec.regex:
             m = re.search(spec.regex, text)
             if not m:

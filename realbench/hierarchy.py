@@ -6,6 +6,7 @@ golden plans, real-side checks and the safety interlock work on either.
 
 from __future__ import annotations
 
+import functools
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -14,8 +15,36 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from realbench.errors import RealbenchError
+from realbench.evidence import Evidence
 
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
+
+# A run of single ASCII letters or digits each separated by one space, not glued to another letter or
+# digit on either side: how 12306's H5 pages spell train numbers for accessibility (`G 7 0 0 4`). Only
+# such runs fold; `¥41 9折` (a two-digit token) and spaces around other characters stay as written.
+_SPACED_RUN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9](?:[ \u00a0][A-Za-z0-9])+(?![A-Za-z0-9])")
+_SPACE = re.compile(r"\s+")
+
+
+@functools.lru_cache(maxsize=16384)
+def fold_spacing(text: str) -> str:
+    """The text with letter-spaced runs closed up: `G 7 0 0 4次列车` -> `G7004次列车`."""
+    if " " not in text and "\u00a0" not in text:
+        return text
+    return _SPACED_RUN.sub(lambda m: _SPACE.sub("", m.group(0)), text)
+
+
+@functools.lru_cache(maxsize=16384)
+def strip_spacing(text: str) -> str:
+    """The text without any whitespace (what `text_pattern` compares)."""
+    return _SPACE.sub("", text)
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """A `text_pattern` as a regular expression: `*` is any run of characters, everything else is
+    literal, whitespace is dropped; the whole text must match."""
+    parts = strip_spacing(pattern).split("*")
+    return re.compile("(?s)" + ".*".join(re.escape(p) for p in parts))
 
 
 @dataclass(frozen=True)
@@ -76,6 +105,8 @@ class Node:
     checked: bool = False
     selected: bool = False
     password: bool = False
+    # uiautomator's visible-to-user (dumps without it: visible)
+    visible: bool = True
     parent: Node | None = field(default=None, repr=False, compare=False)
     children: list[Node] = field(default_factory=list, repr=False, compare=False)
 
@@ -134,6 +165,7 @@ class Hierarchy:
             checked=_flag(el, "checked"),
             selected=_flag(el, "selected"),
             password=_flag(el, "password"),
+            visible=el.get("visible-to-user", "true") != "false",
             parent=parent,
         )
         if el.tag == "node":
@@ -186,9 +218,14 @@ class Hierarchy:
 class Selector(BaseModel):
     """Finds nodes by their attributes; every given field must match.
 
-    ``text`` matches exactly, ``text_contains`` as a substring, ``text_regex`` as a regular
-    expression (searched). ``resource_id`` matches the full id or the part after ``:id/``.
-    ``nth`` picks among several matches (negative counts from the end).
+    ``text`` matches exactly (the text or the content-desc), ``text_contains`` as a substring,
+    ``text_regex`` as a regular expression (searched). Each also matches after letter-spaced runs
+    are closed up on both sides (`fold_spacing`: a task naming `G7004` finds `G 7 0 0 4次列车…`),
+    and nothing else is loosened. ``text_pattern`` is for long row strings: `*` stands for any run
+    of characters, the rest is literal, whitespace is ignored on both sides and the whole text must
+    match (`{train}次列车*从{from}出发*`). ``resource_id`` matches the full id or the part after
+    ``:id/``. ``nth`` picks among several matches (negative counts from the end). ``evidence`` says
+    what backs the selector (see `realbench.evidence`); it never takes part in matching.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -196,11 +233,13 @@ class Selector(BaseModel):
     text: str | None = None
     text_contains: str | None = None
     text_regex: str | None = None
+    text_pattern: str | None = None
     resource_id: str | None = None
     content_desc: str | None = None
     class_name: str | None = None
     clickable: bool | None = None
     nth: int = 0
+    evidence: Evidence | None = None
 
     @model_validator(mode="after")
     def _needs_a_criterion(self) -> Selector:
@@ -210,13 +249,14 @@ class Selector(BaseModel):
                 self.text,
                 self.text_contains,
                 self.text_regex,
+                self.text_pattern,
                 self.resource_id,
                 self.content_desc,
                 self.class_name,
             )
         ):
             raise ValueError(
-                "a selector needs at least one of text, text_contains, text_regex, resource_id, content_desc, class_name"
+                "a selector needs at least one of text, text_contains, text_regex, text_pattern, resource_id, content_desc, class_name"
             )
         if self.text_regex is not None:
             try:
@@ -226,11 +266,19 @@ class Selector(BaseModel):
         return self
 
     def matches(self, node: Node) -> bool:
-        if self.text is not None and node.text != self.text and node.content_desc != self.text:
+        if self.text is not None and not (
+            _same_text(self.text, node.text) or _same_text(self.text, node.content_desc)
+        ):
             return False
-        if self.text_contains is not None and self.text_contains not in node.text:
+        if self.text_contains is not None and not _contains(node.text, self.text_contains):
             return False
-        if self.text_regex is not None and not re.search(self.text_regex, node.text):
+        if self.text_regex is not None and not (
+            re.search(self.text_regex, node.text) or re.search(self.text_regex, fold_spacing(node.text))
+        ):
+            return False
+        if self.text_pattern is not None and not _pattern(self.text_pattern).fullmatch(
+            strip_spacing(node.text)
+        ):
             return False
         if self.resource_id is not None and self.resource_id not in (node.resource_id, node.short_id):
             return False
@@ -252,5 +300,21 @@ class Selector(BaseModel):
         return self.model_copy(update=update)
 
     def __str__(self) -> str:
-        parts = [f"{k}={v!r}" for k, v in self.model_dump(exclude_defaults=True).items()]
+        parts = [
+            f"{k}={v!r}" for k, v in self.model_dump(exclude_defaults=True, exclude={"evidence"}).items()
+        ]
         return "Selector(" + ", ".join(parts) + ")"
+
+
+def _same_text(wanted: str, text: str) -> bool:
+    # fold_spacing is cached: a screen's strings are folded once, not once per selector
+    return text == wanted or (bool(text) and fold_spacing(text) == fold_spacing(wanted))
+
+
+def _contains(text: str, part: str) -> bool:
+    return part in text or fold_spacing(part) in fold_spacing(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return compile_pattern(pattern)

@@ -10,7 +10,12 @@ a time:
     setup:
       - {do: launch}
       - {do: tap, selector: {text: 常用乘车人}, expect: [{selector: {text: 添加乘车人}}]}
-      - {do: wait_for, selector: {resource_id: hp_query_button}, timeout_s: 5}
+      - {do: wait_for, selector: {resource_id: ticket_home_btn_search}, timeout_s: 5,
+         evidence: {level: script, source: 'fs#26127499662'}}
+      - {do: wait_for, activity: com.alipay.mobile.nebulacore.ui.H5Activity}
+
+Every step, expectation and selector may say what public evidence backs it (`evidence:`, see
+`realbench.evidence`); `realbench check-pack --evidence` reports it.
 
 Account fixtures (a rig account's `fixture:`) say what a lab's test account really holds. On the
 real side a parameter that names a fixture field is drawn from the account's values; on the clone
@@ -26,8 +31,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from realbench.evidence import Evidence
 from realbench.hierarchy import Selector
 
 
@@ -49,11 +55,13 @@ class Expect(_Strict):
     selector: Selector
     state: ExpectState = ExpectState.EXISTS
     timeout_s: float = Field(default=5.0, ge=0, le=60)
+    evidence: Evidence | None = None
 
 
 class _Step(_Strict):
     expect: list[Expect] = Field(default_factory=list)
     note: str = ""
+    evidence: Evidence | None = None
 
     def selectors(self) -> list[Selector]:
         return []
@@ -102,12 +110,35 @@ class ScrollStep(_Step):
 
 
 class WaitForStep(_Step):
+    """Wait until a control shows (`selector`) or an activity is in front (`activity`: the full
+    class name, a name starting with `.` relative to the app's package, or the bare class name)."""
+
     do: Literal["wait_for"]
-    selector: Selector
+    selector: Selector | None = None
+    activity: str | None = Field(default=None, min_length=1)
     timeout_s: float = Field(default=5.0, ge=0, le=60)
 
+    @model_validator(mode="after")
+    def _one_target(self) -> WaitForStep:
+        if (self.selector is None) == (self.activity is None):
+            raise ValueError("wait_for needs exactly one of selector and activity")
+        return self
+
     def selectors(self) -> list[Selector]:
-        return [self.selector]
+        return [self.selector] if self.selector is not None else []
+
+
+def activity_matches(wanted: str, current: str | None, package: str) -> bool:
+    """Whether the activity in front (as `dumpsys` prints it: full, or `.Name` relative to its
+    package) is the one a step names (full, `.Name` relative to `package`, or the bare class name)."""
+    if not current:
+        return False
+    full = package + current if current.startswith(".") else current
+    if wanted.startswith("."):
+        return full == package + wanted
+    if "." in wanted:
+        return full == wanted
+    return full.rsplit(".", 1)[-1] == wanted
 
 
 class BackStep(_Step):
@@ -238,6 +269,7 @@ def merge_recipes(pack: Any, recipes: Any, path: str) -> Any:
         if not isinstance(recipe, dict):
             problems.append(PackProblem(str(task_id), "(recipe)", "a recipe is a mapping"))
             continue
+        problems += evidence_problems(str(task_id), recipe, "real")
         real = dict(task.get("real") or {})
         for key, value in recipe.items():
             if key not in RECIPE_KEYS:
@@ -258,6 +290,32 @@ def merge_recipes(pack: Any, recipes: Any, path: str) -> Any:
     return pack
 
 
+def evidence_problems(task_id: str, value: Any, where: str) -> list[Any]:
+    """Every `evidence:` entry inside a raw recipe that does not validate, named by task and dotted
+    field, so a bad level is reported against the recipes file that holds it."""
+    from pydantic import ValidationError
+
+    from realbench.errors import PackProblem
+
+    problems: list[PackProblem] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}"
+            if key == "evidence":
+                try:
+                    Evidence.model_validate(item)
+                except ValidationError as exc:
+                    for err in exc.errors():
+                        field = ".".join([path, *(str(p) for p in err["loc"])])
+                        problems.append(PackProblem(task_id, field, err["msg"]))
+            else:
+                problems += evidence_problems(task_id, item, path)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            problems += evidence_problems(task_id, item, f"{where}.{i}")
+    return problems
+
+
 def save_recipe(pack_dir: Path, task_id: str, recipe: dict[str, Any]) -> Path:
     """Write one task's recipe into `pack_dir/real.yaml` (what a recorder calls).
 
@@ -267,12 +325,13 @@ def save_recipe(pack_dir: Path, task_id: str, recipe: dict[str, Any]) -> Path:
 
     import yaml
 
+    from realbench.safe_yaml import load_yaml_text, read_yaml_file
     from realbench.taskpack import load_pack
 
     path = pack_dir / RECIPES_FILE
     current: dict[str, Any] = {}
     if path.exists():
-        current = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        current = load_yaml_text(read_yaml_file(path, what="recipes")) or {}
     current.setdefault("tasks", {})[task_id] = recipe
     text = yaml.safe_dump(current, allow_unicode=True, sort_keys=False, width=110)
     tmp = pack_dir / f".{RECIPES_FILE}.new"

@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from realbench import dates, state_params
 from realbench.actions import Key, TerminateStatus
 from realbench.errors import ConfigError, PackError, PackProblem
-from realbench.hierarchy import Selector
+from realbench.evidence import Evidence
+from realbench.hierarchy import Selector, compile_pattern, strip_spacing
 from realbench.personal_data import personal_data
 from realbench.recipes import (
     RECIPES_FILE,
@@ -174,6 +175,7 @@ class RealCheck(_Strict):
     selector: Selector
     expect: CheckExpect = CheckExpect.EXISTS
     description: str = ""
+    evidence: Evidence | None = None
 
 
 class RealPermission(_Strict):
@@ -243,7 +245,8 @@ class ReadAnswer(_Strict):
 
 
 class PlanStep(_Strict):
-    """One golden-plan step. Exactly one field is set."""
+    """One golden-plan step. Exactly one action field is set; `evidence` (real-side plans) says what
+    backs the step's selectors."""
 
     tap: Selector | None = None
     long_press: Selector | None = None
@@ -255,12 +258,13 @@ class PlanStep(_Strict):
     open_app: str | None = None
     answer: str | ReadAnswer | None = None
     terminate: TerminateStatus | None = None
+    evidence: Evidence | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _exactly_one(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            set_fields = [k for k, v in data.items() if v is not None]
+            set_fields = [k for k, v in data.items() if v is not None and k != "evidence"]
             if len(set_fields) != 1:
                 raise ValueError(
                     f"a plan step sets exactly one of tap, long_press, type, swipe, scroll_to, key, wait, open_app, answer, terminate (got {set_fields or 'none'})"
@@ -269,7 +273,7 @@ class PlanStep(_Strict):
 
     @property
     def kind(self) -> str:
-        return next(k for k, v in self.__dict__.items() if v is not None)
+        return next(k for k, v in self.__dict__.items() if v is not None and k != "evidence")
 
     def selectors(self) -> list[Selector]:
         out: list[Selector] = []
@@ -423,20 +427,39 @@ class Popup(_Strict):
 
 
 class SafeInput(StrEnum):
-    """What a money-moving app's interlock refuses unless the screen is marked safe for it."""
+    """What a screen of a money-moving app's safe-screen catalogue allows beyond touches on its
+    native controls (which every catalogued screen allows)."""
 
+    TEXT = "text"  # typing (never into a password / code field or a PIN pad)
     WEBVIEW_TAPS = "webview_taps"  # taps into WebView / canvas regions that expose no text
     ENTER = "enter"  # ENTER, and typed text with a newline (an IME action submits the form)
 
 
 class SafeScreen(_Strict):
-    """A screen of a money-moving app that the pack's author vouches for: while a node matching
-    `when` is on screen, the interlock lets through the inputs in `allow` (stop controls on the
-    screen are still never activated)."""
+    """A screen of a money-moving app that the pack's author vouches for. A money-moving app's
+    interlock is default-deny: an input goes through only while a catalogued screen is recognised,
+    i.e. a node matching `when` (one selector, or a list: any one of them) is on screen. Such a
+    screen allows touches on its native controls, plus the inputs in `allow`; stop controls on it
+    are still never activated. `name` is the screen's id (the clone's route), so a rename of the
+    screen or its marker ids is one edit here (docs/real-side.md)."""
 
     name: str = Field(min_length=1)
-    when: Selector
-    allow: list[SafeInput] = Field(default_factory=lambda: [SafeInput.WEBVIEW_TAPS], min_length=1)
+    when: Selector | list[Selector]
+    allow: list[SafeInput] = Field(default_factory=list)
+    # The controls the screen is known to have, by resource id (`payee_p*`: a prefix, for rows drawn
+    # from the account's data). When given, a touch must land on one of them, or on a control
+    # without an id that shows text (a dialog's buttons): an unknown control is not touched.
+    controls: list[str] = Field(default_factory=list)
+
+    @property
+    def markers(self) -> list[Selector]:
+        return list(self.when) if isinstance(self.when, list) else [self.when]
+
+    @model_validator(mode="after")
+    def _has_a_marker(self) -> SafeScreen:
+        if not self.markers:
+            raise ValueError(f"safe screen {self.name!r}: `when` needs at least one selector")
+        return self
 
 
 class RealApp(_Strict):
@@ -451,8 +474,10 @@ class RealApp(_Strict):
     probe_back: list[SetupStep] = Field(default_factory=list)
     # The app's own launch pop-ups (splash ads) that a lab's harness skips before handing over.
     popups: list[Popup] = Field(default_factory=list)
-    # Screens where the interlock of a money-moving app may let WebView taps or ENTER through.
+    # The catalogue of known safe screens: in a money-moving app, the only screens input reaches.
     safe_screens: list[SafeScreen] = Field(default_factory=list)
+    # URL schemes the pack's deep links may use (setup steps); any other deep link is refused.
+    url_schemes: list[str] = Field(default_factory=list)
 
 
 class PackPolicy(_Strict):
@@ -537,8 +562,26 @@ def parse_pack(raw: Any, path: str = "<memory>") -> TaskPack:
         pack = TaskPack.model_validate(raw)
     except ValidationError as exc:
         raise PackError(path, _problems_from(exc, raw)) from None
+    unguarded = _unguarded_money_problems(pack)
+    if unguarded:
+        raise PackError(path, unguarded)
     pack.path = path
     return pack
+
+
+def _unguarded_money_problems(pack: TaskPack) -> list[PackProblem]:
+    """A money-moving pack names its always-forbidden controls: without them the interlock guards
+    only each task's own boundary, and a pay button elsewhere in the app stays pressable."""
+    if pack.policy.money_moving and not pack.real_app.forbidden:
+        return [
+            PackProblem(
+                None,
+                "real_app.forbidden",
+                "a money-moving pack (policy.money_moving: true) must list its always-forbidden "
+                "controls (pay, confirm transfer, submit order...)",
+            )
+        ]
+    return []
 
 
 def pack_file(path: str | Path) -> Path:
@@ -598,13 +641,14 @@ def check_pack(
     on the clone and names an account change that no commit boundary guards (the CLI wires them all,
     see `clones.contracts.pack_checks`). Without them only the pack-internal rules run.
     """
-    problems: list[PackProblem] = []
+    problems: list[PackProblem] = _unguarded_money_problems(pack)
     if has_clone is not None and not has_clone(pack.clone):
         problems.append(PackProblem(None, "clone", f"no clone named {pack.clone!r} is registered"))
         has_verifier = None
         check_task = None
         account_effect = None
     forbidden = pack.real_app.forbidden
+    problems += _foreign_launch_problems(pack)
     for task in pack.tasks:
         if has_verifier is not None and not has_verifier(pack.clone, task.clone.verifier.name):
             problems.append(
@@ -634,6 +678,49 @@ def check_pack(
     return problems
 
 
+def url_scheme(url: str) -> str:
+    """The scheme of a deep link (``alipays://…`` → ``alipays``), lower case; "" if it has none."""
+    head, sep, _ = url.partition(":")
+    return head.strip().lower() if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", head.strip()) else ""
+
+
+def _foreign_launch_problems(pack: TaskPack) -> list[PackProblem]:
+    """A money-moving pack's setup and probe steps start no other app and follow no deep link
+    outside its declared URL schemes: another app (a wallet, a browser cashier) can commit."""
+    if not pack.policy.money_moving:
+        return []
+    from realbench.recipes import DeepLinkStep, LaunchStep
+
+    packages = {pack.real_app.package} | {t.real.package for t in pack.tasks if t.real.package}
+    schemes = {s.lower() for s in pack.real_app.url_schemes}
+    places: list[tuple[str | None, str, list[Any]]] = [
+        (None, "real_app.probe_via", list(pack.real_app.probe_via)),
+        (None, "real_app.probe_back", list(pack.real_app.probe_back)),
+    ]
+    places += [(t.id, "real.setup", list(t.real.setup)) for t in pack.tasks]
+    problems: list[PackProblem] = []
+    for task_id, where, steps in places:
+        for i, step in enumerate(steps):
+            if isinstance(step, LaunchStep) and step.package and step.package not in packages:
+                problems.append(
+                    PackProblem(
+                        task_id,
+                        f"{where}.{i}",
+                        f"launch of {step.package!r}, not one of the pack's packages, in a money-moving pack",
+                    )
+                )
+            if isinstance(step, DeepLinkStep) and url_scheme(step.url) not in schemes:
+                problems.append(
+                    PackProblem(
+                        task_id,
+                        f"{where}.{i}",
+                        f"deep link {step.url!r}: scheme {url_scheme(step.url) or '(none)'!r} is not in "
+                        "real_app.url_schemes of this money-moving pack",
+                    )
+                )
+    return problems
+
+
 _PERSONAL_DATA_FIX = {
     "id_number": "use an ID number with a wrong check character",
     "mobile": "mobile numbers have no reserved fictional range, so take it from the lab's account fixture",
@@ -656,7 +743,7 @@ def _personal_data_problems(task: Task) -> list[PackProblem]:
 
 
 def _same_control(a: Selector, b: Selector) -> bool:
-    keys = ("text", "text_contains", "text_regex", "resource_id", "content_desc")
+    keys = ("text", "text_contains", "text_regex", "text_pattern", "resource_id", "content_desc")
     da, db = a.model_dump(), b.model_dump()
     return any(da[k] is not None and da[k] == db[k] for k in keys)
 
@@ -671,6 +758,10 @@ def _may_hit(step: Selector, stop: Selector) -> bool:
     if step.text_contains is not None and any(step.text_contains in t for t in labels):
         return True
     if step.text_regex is not None and any(re.search(step.text_regex, t) for t in labels):
+        return True
+    if step.text_pattern is not None and any(
+        compile_pattern(step.text_pattern).fullmatch(strip_spacing(t)) for t in labels
+    ):
         return True
     if step.text is not None:
         if stop.text_contains is not None and stop.text_contains in step.text:

@@ -104,13 +104,16 @@ def _problems(patch: dict[str, Any]) -> list[str]:
 
 
 def test_check_pack_refuses_typing_a_password_after_the_boundary() -> None:
-    plan = _golden() + [{"type": {"text": "123456", "into": {"resource_id": "sms_code"}}}]
+    plan = _golden() + [{"type": {"text": "123456", "into": {"resource_id": "et_code"}}}]
     problems = _problems({"golden": plan})
     assert any("past a commit boundary" in p for p in problems)
 
 
 def test_check_pack_refuses_tapping_the_password_step() -> None:
-    plan = _golden()[:-1] + [{"tap": {"text": "确认"}}, {"tap": {"resource_id": "btn_verify_submit"}}]
+    plan = _golden()[:-1] + [
+        {"tap": {"resource_id": "dlg_right_tv"}},
+        {"tap": {"resource_id": "btn_confirm"}},
+    ]
     problems = _problems({"golden": plan})
     assert any("always-forbidden" in p for p in problems)
     assert any("past a commit boundary" in p for p in problems)
@@ -118,8 +121,8 @@ def test_check_pack_refuses_tapping_the_password_step() -> None:
 
 def test_check_pack_refuses_typing_into_the_password_field() -> None:
     plan = _golden()[:-1] + [
-        {"type": {"text": "123456", "into": {"resource_id": "tx_password"}}},
-        {"tap": {"text": "确认"}},
+        {"type": {"text": "123456", "into": {"resource_id": "et_code"}}},
+        {"tap": {"resource_id": "dlg_right_tv"}},
     ]
     assert any("always-forbidden" in p for p in _problems({"golden": plan}))
 
@@ -208,10 +211,17 @@ def test_transfer_settles_after_sms_and_password_and_history_reconciles() -> Non
     assert state["ui"]["route"] == "secure_verify"
     assert state["user"]["transfers"][-1]["status"] == od.PENDING
     assert state["user"]["accounts"][0]["balance_fen"] == before  # nothing moves before verification
-    with pytest.raises(CloneError):
-        BANK.handle(state, UIEvent("verify_submit", None, {"sms_code": "123456", "tx_password": "123456"}))
-    BANK.handle(state, UIEvent("send_sms"))
-    BANK.handle(state, UIEvent("verify_submit", None, {"sms_code": "123456", "tx_password": "654321"}))
+    with pytest.raises(CloneError):  # a wrong SMS code
+        BANK.handle(state, UIEvent("verify_submit", None, {"sms_code": "654321"}))
+    BANK.handle(state, UIEvent("send_sms"))  # re_send
+    # the code first; the payment password follows in the same field, typed on the bank's keypad
+    BANK.handle(state, UIEvent("verify_submit", None, {"sms_code": "123456"}))
+    assert state["user"]["transfers"][-1]["status"] == od.PENDING
+    assert 'name="tx_password"' in BANK.render(state)
+    for ch in "6543210":
+        BANK.handle(state, UIEvent("kp", ch))
+    BANK.handle(state, UIEvent("kp_delete"))
+    BANK.handle(state, UIEvent("verify_submit"))
     assert state["user"]["transfers"][-1]["status"] == od.DONE
     assert state["user"]["accounts"][0]["balance_fen"] == before - 25_050
     assert state["ui"]["route"] == "result"

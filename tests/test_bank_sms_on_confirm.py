@@ -83,7 +83,7 @@ def test_the_default_flow_keeps_the_code_on_the_password_page() -> None:
     BANK.handle(state, UIEvent("confirm_submit"))  # the order exists from 确认 on, as before
     assert state["user"]["transfers"][-1]["status"] == od.PENDING
     assert 'name="sms_code"' in BANK.render(state)
-    with pytest.raises(CloneError, match="获取短信验证码"):
+    with pytest.raises(CloneError, match="请输入短信验证码"):
         BANK.handle(state, UIEvent("verify_submit", None, {"tx_password": "123456"}))
 
 
@@ -114,7 +114,8 @@ def test_the_variant_task_commits_only_at_its_boundary() -> None:
 def test_on_a_phone_no_code_is_requested_or_typed() -> None:
     task = PACK.task("transfer_sms_on_confirm")
     forbidden = {s.text for s in PACK.real_app.forbidden} | {s.resource_id for s in PACK.real_app.forbidden}
-    assert {"获取验证码", "btn_send_sms", "sms_code", "tx_password"} <= forbidden
+    # the verification page's code field, its resend and confirm (real ids, REAL_APPS.md 2b)
+    assert {"获取验证码", "re_send", "et_code", "btn_confirm"} <= forbidden
     real_plan = task.real.golden
     assert all(s.type is None or "123456" not in str(s.type) for s in real_plan)
     last = real_plan[-1]

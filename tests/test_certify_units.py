@@ -57,7 +57,9 @@ def _cert() -> Certificate:
         created="2026-01-01T00:00:00+00:00",
         phones=[PhoneCert(serial="A", app_version="6.3.2"), PhoneCert(serial="B", app_version="6.3.2")],
         results=[
-            CertResult(task="t1", phone="A", runnable=True, certified=True),
+            CertResult(
+                task="t1", phone="A", runnable=True, certified=True, evidence="50% of 4 real steps <x>"
+            ),
             CertResult(
                 task="t2",
                 phone="A",
@@ -79,11 +81,20 @@ def test_certificate_grants_per_phone_and_app_version(tmp_path: Path) -> None:
     assert cert.certified_for("C", "6.3.2") == set()
     summary = cert.summary()
     assert summary["certified"] == 1 and summary["total"] == 3
-    assert set(summary["tasks"][0]) == {"task", "phone", "runnable", "certified", "failed_step", "reason"}
+    assert set(summary["tasks"][0]) == {
+        "task",
+        "phone",
+        "runnable",
+        "certified",
+        "failed_step",
+        "reason",
+        "evidence",
+    }
     cert.write(tmp_path)
     assert load_certificate(tmp_path).certified_for("A", "6.3.2") == {"t1"}
     page = write_phone_page(cert, cert.phones[0], tmp_path).read_text(encoding="utf-8")
     assert "golden.1" in page and "&lt;b&gt;" in page and "<b>" not in page
+    assert "evidence: 50% of 4 real steps &lt;x&gt;" in page  # each task's evidence, escaped
 
 
 def test_certify_exits_non_zero_when_a_runnable_task_fails() -> None:

@@ -177,7 +177,7 @@ def test_a_page_taps_over_the_socket_falls_back_to_http_and_reopens_it() -> None
                 return device._run(device._page_eval(script), "test probe")
 
             def tap_toggle() -> None:
-                node = Hierarchy(device.hierarchy()).find_one(Selector(resource_id="student_toggle"))
+                node = Hierarchy(device.hierarchy()).find_one(Selector(resource_id="home_page_student"))
                 assert node is not None
                 x, y = to_normalised(*node.bounds.center, *device.size())
                 device.act(Click(x=x, y=y))

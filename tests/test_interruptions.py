@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKS = {"train_ticketing": "train_ticketing", "bank": "bank"}
 # view ids and texts public ad-skip rule sets name (REAL_APPS.md), which the overlays must carry
 EVIDENCED = {
-    "tt_upgrade": ["稍后再说", "立即安装"],
+    "tt_upgrade": ["cancel_btn", "稍后再说", "ok_btn", "立即安装"],
     "tt_location": ["img_close", "开启定位权限"],
     "tt_student": ["cancel"],
     "tt_prefill": ["sure", "预填信息购票"],
@@ -142,5 +142,5 @@ def test_a_virtual_phone_with_interruptions_is_cleared_by_the_pack_rules(adb_ser
         "announcement banner",
     ]
     assert len(taps) == len(gone)  # the phone's own input log: one tap per pop-up
-    assert tree.find_one(Selector(resource_id="hp_query_button")) is not None
+    assert tree.find_one(Selector(resource_id="ticket_home_btn_search")) is not None
     assert not [n for n in tree.nodes if n.short_id.startswith("rb_")]

@@ -18,7 +18,7 @@ from realbench.cli import app as cli_app
 from realbench.errors import ConfigError, PackError
 from realbench.recipes import AccountFixture, FixtureField, RealGate, draw_from_fixture, fixture_gaps
 from realbench.run_config import RunConfig
-from realbench.taskpack import check_pack, instantiate_from_fixture, load_pack, parse_pack
+from realbench.taskpack import ReadAnswer, check_pack, instantiate_from_fixture, load_pack, parse_pack
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKS = {name: load_pack(ROOT / "taskpacks" / name) for name in ("train_ticketing", "bank")}
@@ -54,14 +54,19 @@ def test_real_golden_plans_stop_at_the_boundary_or_the_answer(name: str) -> None
 
 def test_evidence_ids_replace_clone_selectors_and_the_clone_shows_them() -> None:
     task = PACKS["train_ticketing"].task("lookup-earliest-train")
-    assert task.real.golden[0].tap is not None and task.real.golden[0].tap.resource_id == "hp_query_button"
-    # the clone plan is untouched (it sets the sampled trip first, then taps the button by its text)
+    assert (
+        task.real.golden[0].tap is not None
+        and task.real.golden[0].tap.resource_id == "ticket_home_btn_search"
+    )
+    # the clone plan sets the sampled trip first, then taps the button by its text
     assert any(s.tap is not None and s.tap.text == "查询车票" for s in task.golden)
-    assert not any(s.tap is not None and s.tap.resource_id == "hp_query_button" for s in task.golden)
     home = (ROOT / "clones" / "train_ticketing" / "templates" / "home.html").read_text(encoding="utf-8")
-    assert 'id="hp_query_button">查询车票' in home
-    unmatched = " ".join(task.real.unmatched)
-    assert "train_no" in unmatched and "hp_query_button" not in unmatched
+    assert 'id="ticket_home_btn_search">查询车票' in home
+    assert "hp_query_button" not in home
+    # the train number is read from the list's row string (spaced in the real app), not a clone id
+    read = task.real.golden[-1].answer
+    assert isinstance(read, ReadAnswer) and read.read.text_contains == "次列车"
+    assert "ticket_home_btn_search" not in " ".join(task.real.unmatched)
 
 
 def test_probes_are_only_shown_logged_in_and_versions_are_pinned() -> None:

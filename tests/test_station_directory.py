@@ -60,11 +60,14 @@ def test_picker_search_by_initials_pinyin_and_characters() -> None:
 def test_a_station_off_the_corridors_is_picked_and_its_search_finds_no_trains() -> None:
     clone = get_clone("train_ticketing")
     runner = DomPlanRunner(clone, clone.build_state(CloneSetup(), {}), {})
-    for field, query, name in (("from_station", "lz", "兰州"), ("to_station", "xn", "西宁")):
+    for field, query, name in (
+        ("home_page_train_dep1", "lz", "兰州"),
+        ("home_page_train_arr1", "xn", "西宁"),
+    ):
         runner.step(PlanStep(tap=Selector(resource_id=field)))
         runner.step(PlanStep(type=TypeStep(text=query, into=Selector(resource_id="station_search"))))
-        runner.step(PlanStep(tap=Selector(text=name, resource_id="station_result")))
+        runner.step(PlanStep(tap=Selector(text=f"火车站 {name}站", class_name="android.widget.Button")))
     assert (runner.state["ui"]["search"]["from"], runner.state["ui"]["search"]["to"]) == ("兰州", "西宁")
-    runner.step(PlanStep(tap=Selector(resource_id="hp_query_button")))
+    runner.step(PlanStep(tap=Selector(resource_id="ticket_home_btn_search")))
     assert runner.route == "train_list"
     assert runner.find(Selector(resource_id="no_trains")) is not None

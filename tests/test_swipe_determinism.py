@@ -53,7 +53,9 @@ def _swipe_timelines(busy_processes: int, repeats: int) -> list[list[tuple[str, 
                 for _ in range(repeats):
                     target.setup(instance)
                     device = target.device
-                    query = Hierarchy(device.hierarchy()).find_one(Selector(resource_id="hp_query_button"))
+                    query = Hierarchy(device.hierarchy()).find_one(
+                        Selector(resource_id="ticket_home_btn_search")
+                    )
                     assert query is not None
                     x, y = to_normalised(*query.bounds.center, *device.size())
                     device.act(Click(x=x, y=y))

@@ -37,7 +37,7 @@ def _runner(setup: CloneSetup, task=BOOK) -> DomPlanRunner:
 
 def _logged_out_on_login_page() -> DomPlanRunner:
     r = _runner(CloneSetup(data={"logged_in": False, "sms_code": "246810"}))
-    r.step(PlanStep.model_validate({"tap": {"resource_id": "tab_orders"}}))
+    r.step(PlanStep.model_validate({"tap": {"resource_id": "ticket_home_bottom_bar_order"}}))
     assert r.state["ui"]["route"] == "login"
     return r
 
@@ -77,7 +77,8 @@ def test_logged_out_booking_opens_login_and_never_creates_an_order() -> None:
 
 def _is_login_step(step: dict) -> bool:
     sel = step.get("tap") or (step.get("type") or {}).get("into") or {}
-    return str(sel.get("resource_id", "")).startswith(("login_", "sms_"))
+    rid = str(sel.get("resource_id", ""))
+    return rid.startswith(("login_", "sms_")) or rid in ("usernameinput", "passwordinput")
 
 
 def test_login_then_book_returns_to_the_seat_page_and_books() -> None:
@@ -101,9 +102,9 @@ def test_login_returns_to_the_screen_it_interrupted() -> None:
     assert r.state["ui"]["route"] == "login"
     for raw in (
         {
-            "type": {"text": "13812346612", "into": {"resource_id": "login_account"}}
+            "type": {"text": "13812346612", "into": {"resource_id": "usernameinput"}}
         },  # the phone number works too
-        {"type": {"text": LOGIN_PASSWORD, "into": {"resource_id": "login_password"}}},
+        {"type": {"text": LOGIN_PASSWORD, "into": {"resource_id": "passwordinput"}}},
         {"tap": {"resource_id": "login_submit"}},
         {"tap": {"resource_id": "sms_send"}},
         {"type": {"text": "246810", "into": {"resource_id": "sms_code"}}},
@@ -120,8 +121,8 @@ def test_login_returns_to_the_screen_it_interrupted() -> None:
 def test_a_wrong_account_or_password_is_refused_and_not_kept(account: str, password: str) -> None:
     r = _logged_out_on_login_page()
     for raw in (
-        {"type": {"text": account, "into": {"resource_id": "login_account"}}},
-        {"type": {"text": password, "into": {"resource_id": "login_password"}}},
+        {"type": {"text": account, "into": {"resource_id": "usernameinput"}}},
+        {"type": {"text": password, "into": {"resource_id": "passwordinput"}}},
         {"tap": {"resource_id": "login_submit"}},
     ):
         r.step(PlanStep.model_validate(raw))
@@ -135,8 +136,8 @@ def test_a_wrong_account_or_password_is_refused_and_not_kept(account: str, passw
 def test_a_wrong_or_missing_sms_code_is_refused() -> None:
     r = _logged_out_on_login_page()
     for raw in (
-        {"type": {"text": "liming88", "into": {"resource_id": "login_account"}}},
-        {"type": {"text": LOGIN_PASSWORD, "into": {"resource_id": "login_password"}}},
+        {"type": {"text": "liming88", "into": {"resource_id": "usernameinput"}}},
+        {"type": {"text": LOGIN_PASSWORD, "into": {"resource_id": "passwordinput"}}},
         {"tap": {"resource_id": "login_submit"}},
     ):
         r.step(PlanStep.model_validate(raw))
@@ -173,7 +174,7 @@ def test_logged_out_mine_and_member_offer_a_login_and_hide_account_facts() -> No
     r = _runner(CloneSetup(data={"logged_in": False, "scenario": "with_orders"}))
     assert not _shown(r, "home_trip")  # the next trip is an account fact
     r.step(PlanStep.model_validate({"tap": {"text": "我的"}}))
-    assert r.find(Selector(resource_id="mine_login_title")).node.text == "登录/注册"
+    assert r.find(Selector(resource_id="mine_login")).node.text == "未登录,点击去登录"
     assert not _shown(r, "profile_card") and not _shown(r, "mine_upcoming")
     r.step(PlanStep.model_validate({"tap": {"resource_id": "tab_member"}}))
     assert not _shown(r, "member_points")
@@ -199,7 +200,14 @@ def test_member_tab_shows_the_points_the_verifier_grades() -> None:
 
 def test_home_has_the_query_button_product_tabs_and_a_paged_5x3_grid() -> None:
     r = _runner(CloneSetup())
-    for rid in ("hp_query_button", "home_search", "home_scan", "home_messages", "home_banner", "home_news"):
+    for rid in (
+        "ticket_home_btn_search",
+        "home_search",
+        "home_scan",
+        "home_messages",
+        "home_banner",
+        "home_news",
+    ):
         assert _shown(r, rid), rid
     pages = grid_pages()
     assert len(pages) >= 2 and all(len(p) <= GRID_COLUMNS * GRID_ROWS for p in pages)

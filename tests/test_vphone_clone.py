@@ -66,15 +66,15 @@ def test_drifted_clone_under_the_real_package(phone: VirtualPhone) -> None:
     taps = [e for e in phone.events.events(start) if e.kind is InputKind.TAP]
     assert [e.node.bounds if e.node else None for e in taps] == tapped and tapped
 
-    search = tree.find_one(Selector(resource_id="hp_query_button"))
+    search = tree.find_one(Selector(resource_id="ticket_home_btn_search"))
     assert search is not None
     d.click(*search.bounds.center)
     assert (
-        Hierarchy(d.dump_hierarchy()).find_one(Selector(resource_id="hp_query_button")) is None
+        Hierarchy(d.dump_hierarchy()).find_one(Selector(resource_id="ticket_home_btn_search")) is None
     )  # a new screen
     d.press("back")  # back inside the app
     assert d.app_current()["package"] == "com.MobileTicket"
-    assert Hierarchy(d.dump_hierarchy()).find_one(Selector(resource_id="hp_query_button")) is not None
+    assert Hierarchy(d.dump_hierarchy()).find_one(Selector(resource_id="ticket_home_btn_search")) is not None
     d.press("back")  # back at the app's root leaves it
     assert d.app_current()["package"] == "com.android.launcher3"
 

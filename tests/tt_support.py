@@ -8,7 +8,15 @@ from typing import Any
 
 from clones.base import get_clone, snapshot
 from clones.dom_plan import PlanRun, instantiate, run_plan
-from realbench.taskpack import RelativeDateParam, StateParam, Task, TaskInstance, load_pack
+from realbench.taskpack import (
+    ChoiceParam,
+    IntParam,
+    RelativeDateParam,
+    StateParam,
+    Task,
+    TaskInstance,
+    load_pack,
+)
 
 PACK = load_pack("taskpacks/train_ticketing")
 CLONE = get_clone("train_ticketing")
@@ -28,9 +36,9 @@ def instances(task: Task) -> list[TaskInstance]:
     for spec in task.params.values():
         if isinstance(spec, RelativeDateParam):
             choices.append(list(spec.exprs))
-        elif spec.type == "choice":
+        elif isinstance(spec, ChoiceParam):
             choices.append(list(spec.values))
-        else:
+        elif isinstance(spec, IntParam):
             choices.append(list(range(spec.min, spec.max + 1)))
     return [
         instantiate(task, 0, dict(zip(names, combo, strict=True))) for combo in itertools.product(*choices)

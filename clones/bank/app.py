@@ -17,6 +17,7 @@ from clones.bank import (  # noqa: F401  (importing a section registers its hand
     credit_handlers,
     fx_handlers,
     history_handlers,
+    keypad,
     login_on_demand,
     nav_handlers,
     payee_handlers,
@@ -111,7 +112,7 @@ TITLES = {
     "history_filter": "筛选",
     "txn_detail": "交易详情",
     "receipt": "电子回单",
-    "transfer_home": "转账汇款",
+    "transfer_home": "转账",
     "transfer_form": "转账",
     "bank_picker": "选择银行",
     "date_picker": "选择日期",
@@ -157,6 +158,65 @@ TITLES = {
     "message_detail": "消息详情",
     "all_services": "全部功能",
 }
+# The Android activity each screen reports (dumpsys, uiautomator2's app_current). The transfer
+# flow, login, records and accounts follow the public scripts that drive the real app
+# (REAL_APPS.md section 2a, [script]); the other screens have no public evidence and report the
+# framework's generic titled page (a guess), the tabs the home activity.
+MAIN_ACTIVITY = "com.ccb.start.MainActivity"
+TITLED_ACTIVITY = "com.ccb.framework.app.TitledActivity"
+SMART_TRANSFER_ACTIVITY = "com.ccb.transfer.smarttransfer.view.SmartTransferMainAct"
+ACTIVITIES: dict[str, str] = {
+    "home": MAIN_ACTIVITY,
+    "wealth_home": MAIN_ACTIVITY,
+    "credit_home": MAIN_ACTIVITY,
+    "pay_home": MAIN_ACTIVITY,
+    "mine": MAIN_ACTIVITY,
+    "login": "com.ccb.framework.security.login.internal.view.LoginActivity",
+    "device_verify": "com.ccb.framework.security.login.internal.view.LoginActivity",
+    "transfer_home": "com.ccb.transfer.transferhomenew.view.TransferHomeActNew",
+    "transfer_form": SMART_TRANSFER_ACTIVITY,
+    "bank_picker": SMART_TRANSFER_ACTIVITY,
+    "date_picker": SMART_TRANSFER_ACTIVITY,
+    "day_picker": SMART_TRANSFER_ACTIVITY,
+    "secure_verify": "com.ccb.framework.security.transecurityverify.TransSecurityVerifyDialogAct",
+    "result": "com.ccb.framework.security.base.successpage.CcbSuccessPageAct",
+    "transfer_records": "com.ccb.transfer.transferrecord.view.TransferRecordMainActivity",
+    "record_detail": "com.ccb.transfer.transferrecord.view.TransferRecordMainActivity",
+    "accounts": "com.ccb.myaccount.plusview.activity.MyAccountPlusMainActivity",
+}
+# Which activities rest on public scripts (the rest of ACTIVITIES and every other screen are guesses)
+SCRIPT_ACTIVITY_ROUTES = frozenset(
+    {
+        "home",
+        "login",
+        "transfer_home",
+        "transfer_form",
+        "confirm",
+        "secure_verify",
+        "result",
+        "transfer_records",
+        "record_detail",
+        "accounts",
+        "account_detail",
+        "history",
+    }
+)
+
+
+def activity_of(state: State) -> str:
+    """The activity the screen of this state reports. The transfer's confirmation is a dialog over
+    the transfer form, so it reports the form's activity; the other flows' confirmation page is a
+    titled page."""
+    ui = state["ui"]
+    route = ui.get("route", "home")
+    if not state["user"].get("logged_in") and route != "login":
+        route = login_on_demand.logged_out_route(state, route)
+    if route == "confirm":
+        d = ui.get("draft") or {}
+        return SMART_TRANSFER_ACTIVITY if d.get("kind") == "transfer" else TITLED_ACTIVITY
+    return ACTIVITIES.get(route, TITLED_ACTIVITY)
+
+
 TAB_ROUTES = {
     "home": "home",
     "wealth_home": "wealth",
@@ -254,8 +314,8 @@ class Bank(Clone):
     setup_data: ClassVar[type[BaseModel] | None] = BankSetupData
     # Labels the drift framework may swap for synonyms the real app has used across versions. No
     # commit-boundary label (确认, 保存, 提交, 确认删除, 确认撤销, 提交预约, 登录) is ever relabelled.
+    # (转账汇款 is not relabelled: the real home reads 转账 and the transfer home's first item 转账汇款.)
     drift_relabels: ClassVar[dict[str, str]] = {
-        "转账汇款": "转账",
         "明细查询": "交易明细",
         "下一步": "继续",
         "收款人名册": "常用收款人",
@@ -303,6 +363,10 @@ class Bank(Clone):
 
     def routes(self) -> list[str]:
         return list(ROUTES)
+
+    def activity(self, state: State) -> str:
+        """The Android activity the current screen reports (see ACTIVITIES)."""
+        return activity_of(state)
 
     def handle(self, state: State, event: UIEvent) -> None:
         """Logged out on the home tab (login on demand), a service opens the login page first."""
@@ -362,12 +426,17 @@ class Bank(Clone):
             "level_max": CUSTOMER_LEVELS,
             "bill_names": BILL_KIND_NAMES,
             "arrivals": q.ARRIVALS,
+            "ways": q.TRANSFER_WAYS,
             "periods": q.PERIODS,
             "directions": q.DIRECTIONS,
             "unread": q.unread_messages(state),
             "default_acc": q.default_account(state),
             "on_demand": login_on_demand.active(state),
             "sms_on_confirm": bool(w.get("sms_on_confirm")),
+            "activity": activity_of(state),
+            "sheet": ui.get("sheet"),
+            "drawer": bool(ui.get("drawer")),
+            "kp_upper": bool(ui.get("kp_upper")),
         }
         if route == "home" and not u.get("logged_in"):
             return ctx

@@ -45,6 +45,10 @@ PUBLIC_EVENTS = frozenset(
         "branch_filter",
         "open_branch",
         "open_all",
+        "home_drawer",
+        "kp",
+        "kp_delete",
+        "kp_shift",
     }
 )
 # What logging in changes in the account part of the state: allowed for a task that starts logged out.

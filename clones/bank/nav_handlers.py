@@ -56,6 +56,14 @@ def _done(state: State, event: UIEvent) -> None:
 @on("dismiss")
 def _dismiss(state: State, event: UIEvent) -> None:
     state["ui"]["dialog"] = None
+    state["ui"]["sheet"] = None
+    state["ui"]["drawer"] = False
+
+
+@on("home_drawer")
+def _home_drawer(state: State, event: UIEvent) -> None:
+    """The home's top-left `home_drawer`: a side panel with `btn_login_new` (登录) when logged out."""
+    state["ui"]["drawer"] = not state["ui"].get("drawer")
 
 
 @on("toast")

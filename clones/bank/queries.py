@@ -18,6 +18,8 @@ PERIODS = {
 }
 DIRECTIONS = {"all": "全部", "in": "收入", "out": "支出"}
 ARRIVALS = {"realtime": "实时到账", "2h": "2小时内到账", "nextday": "次日到账"}
+# The transfer way sheet (tv_transfer_way); only 实时转账 is named by public scripts
+TRANSFER_WAYS = {"realtime": "实时转账", "2h": "普通转账", "nextday": "次日转账"}
 PAGE_SIZE = 10
 
 

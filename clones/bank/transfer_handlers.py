@@ -36,6 +36,7 @@ def _start_transfer(state: State, mode: str = "now", **prefill: Any) -> None:
         "day": None,
         "save_payee": False,
     }
+    state["ui"]["sheet"] = None
     if "payee" in prefill:
         p = prefill["payee"]
         state["ui"]["form"].update(payee_name=p["name"], account_no=p["account_no"])
@@ -101,6 +102,28 @@ def _set_from(state: State, event: UIEvent) -> None:
     require(any(a["id"] == acc for a in state["user"]["accounts"]), "账户不存在")
     key = "tf" if state["ui"]["route"] == "transfer_form" else "pay"
     state["ui"].setdefault(key, {})["from_acc"] = acc
+    state["ui"]["sheet"] = None
+
+
+# Bottom sheets of the transfer form: the payer card (`tv_pay_account`) and the transfer way
+# (`tv_transfer_way` → `bottom_selector_tv` 实时转账), as the public scripts open them.
+SHEETS = ("pay_account", "transfer_way")
+
+
+@on("open_sheet")
+def _open_sheet(state: State, event: UIEvent) -> None:
+    sheet = arg(event)
+    require(sheet in SHEETS, "未知的选项")
+    _tf(state)
+    state["ui"]["sheet"] = sheet
+
+
+@on("set_way")
+def _set_way(state: State, event: UIEvent) -> None:
+    a = arg(event)
+    require(a in q.ARRIVALS, "未知的转账方式")
+    _tf(state)["arrival"] = a
+    state["ui"]["sheet"] = None
 
 
 @on("set_arrival")
@@ -201,7 +224,10 @@ def _transfer_next(state: State, event: UIEvent) -> None:
     require(acct.isdigit() and 16 <= len(acct) <= 19, "请输入正确的收款账号（16-19位数字）")
     require(bool(tf["bank"]), "请选择收款银行")
     known = next((e for e in state["world"]["directory"] if e["account_no"] == acct), None)
-    require(known is not None, "收款账号不存在，请核对后重新输入")
+    if known is None:
+        # the real app looks up the account's bank and says so in a dialog (tv_dlg_content, [script])
+        dialog(state, "tran_error", message="查询账户开户机构不成功。")
+        return
     require(known["name"] == name, "户名与账号不符，请核对收款人信息")  # type: ignore[index]
     require(known["bank"] == tf["bank"], "收款银行与账号不符，请重新选择")  # type: ignore[index]
     require(acct != q.account(state, tf["from_acc"])["card_no"], "收款账号不能与付款账号相同")
@@ -279,9 +305,13 @@ def _confirm_submit(state: State, event: UIEvent) -> None:
     record = od.create(state, d)
     state["ui"]["pending"] = {"kind": d["kind"], "id": record["id"], "sms_verified": sms_here}
     state["ui"]["draft"] = None
-    state["ui"]["sms_sent"] = False
+    state["ui"]["kp_upper"] = False
     clear_form(state, "sms_code", "tx_password")
     navigate(state, "secure_verify")
+    # the verification page sends the code as it opens (its button reads 重新发送)
+    state["ui"]["sms_sent"] = not sms_here
+    if not sms_here:
+        toast(state, f"验证码已发送至{masked_phone(state)}（测试环境验证码{SMS_CODE}）")
 
 
 def _pending(state: State) -> tuple[str, dict[str, Any]]:
@@ -302,10 +332,19 @@ def _send_sms(state: State, event: UIEvent) -> None:
 
 @on("verify_submit")
 def _verify_submit(state: State, event: UIEvent) -> None:
+    """`btn_confirm` on the verification page: the SMS code, then the payment password in the same
+    field (`et_code`), as the public scripts' second step shows; both at once settle too."""
     kind, order = _pending(state)
-    if not state["ui"]["pending"].get("sms_verified"):
-        require(bool(state["ui"].get("sms_sent")), "请先获取短信验证码")
-        require(form(state, "sms_code") == SMS_CODE, "短信验证码错误")
+    pending = state["ui"]["pending"]
+    if not pending.get("sms_verified"):
+        code = form(state, "sms_code")
+        require(bool(code), "请输入短信验证码")
+        require(code == SMS_CODE, "短信验证码错误")
+        pending["sms_verified"] = True
+        clear_form(state, "sms_code")
+        if not form(state, "tx_password"):
+            toast(state, "请输入6位支付密码")
+            return
     pw = form(state, "tx_password")
     require(pw.isdigit() and len(pw) == 6, "请输入6位交易密码")
     od.settle(state, kind, order)

@@ -667,7 +667,10 @@
       el: null, box: viewport, children: children,
       info: { cls: "android.widget.FrameLayout", text: "", desc: "", enabled: true },
     };
-    var parts = ["<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>\r\n<hierarchy rotation=\"0\">"];
+    // The activity in front: the innermost data-activity around the front window, else the page's.
+    var actEl = (front && front.closest("[data-activity]")) || document.querySelector("[data-activity]");
+    var activity = actEl ? ' activity="' + xmlEscape(actEl.getAttribute("data-activity")) + '"' : "";
+    var parts = ["<?xml version='1.0' encoding='UTF-8' standalone='yes' ?>\r\n<hierarchy rotation=\"0\"" + activity + ">"];
     var focusedEl = document.activeElement && document.activeElement !== body ? document.activeElement : null;
     serialize(root, 0, pkg, scale, parts, focusedEl);
     parts.push("</hierarchy>");

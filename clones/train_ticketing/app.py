@@ -55,6 +55,9 @@ class TrainTicketingSetupData(BaseModel):
     # variant: 提交订单 opens a check dialog (乘车人, 席别, 确认/返回修改) before the order is created, as
     # the web site does; whether the app has this step is unverified, so it is off by default
     submit_check: bool = False
+    # variant: the unfinished order's pay button reads 快速支付 instead of 立即支付 (REAL_APPS.md 1f names
+    # both, [script]; which one a given account sees is unknown)
+    quick_pay: bool = False
 
     @field_validator("scenario")
     @classmethod
@@ -117,6 +120,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
         state = new_state(world, accounts.default_user(clock), self.home_route, clock)
         state["ui"].update(ui_extras(clock.date()))
         state["ui"]["submit_check"] = bool(data.get("submit_check", False))
+        state["ui"]["quick_pay"] = bool(data.get("quick_pay", False))
         scenario = str(data.get("scenario", "fresh"))
         require(scenario in SCENARIOS, f"unknown scenario {scenario!r}; known: {', '.join(SCENARIOS)}")
         if scenario in ("with_orders", "lived_in"):
@@ -236,6 +240,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "quick_normal": self._quick_normal,
             "list_tab": self._list_tab,
             "open_train": self._open_train,
+            "expand_train": self._expand_train,
             "open_stops": self._open_stops,
             "seats_date": self._seats_date,
             "transfer_date": self._transfer_date,
@@ -259,6 +264,8 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "confirm_submit": self._confirm_submit,
             # payment and orders
             "pay_order": self._pay_order,
+            "ask_abandon_pay": self._ask_abandon_pay,
+            "abandon_pay": self._abandon_pay,
             "pick_pay_channel": self._pick_pay_channel,
             "confirm_pay": self._confirm_pay,
             "continue_pay": self._continue_pay,

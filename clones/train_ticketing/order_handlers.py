@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clones.base import State, UIEvent, navigate, replace_route, require
+from clones.base import State, UIEvent, back, navigate, replace_route, require
 from clones.train_ticketing import booking, views
 from clones.train_ticketing.booking_handlers import leg_from_args
 from clones.train_ticketing.timetable import SEAT_LABELS, available, leg_for
@@ -24,6 +24,21 @@ class OrderHandlers:
         order = booking.check_payable(state, order_id)
         order.setdefault("pay_requested_at", booking.now_of(state).isoformat(timespec="seconds"))
         navigate(state, "pay_platform", order=order_id, channel=booking.DEFAULT_PAY_CHANNEL)
+
+    def _ask_abandon_pay(self, state: State, ev: UIEvent) -> None:
+        """Back from an unpaid order's page asks first, in the app's native 温馨提示 dialog."""
+        state["ui"]["dialog"] = {
+            "kind": "tip",
+            "text": "确定要放弃支付吗？",
+            "cancel": "取消",
+            "sure_ev": "abandon_pay",
+            "arg": "",
+        }
+
+    def _abandon_pay(self, state: State, ev: UIEvent) -> None:
+        """确定 leaves the page; the order stays unpaid until its deadline (nothing is cancelled)."""
+        state["ui"]["dialog"] = None
+        back(state)
 
     def _pick_pay_channel(self, state: State, ev: UIEvent) -> None:
         require(ev.arg in booking.PAY_CHANNELS, "未知支付方式")

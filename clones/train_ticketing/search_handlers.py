@@ -199,6 +199,11 @@ class SearchHandlers:
         else:
             state["ui"]["args"] = args
 
+    def _expand_train(self, state: State, ev: UIEvent) -> None:
+        """A tap on a collapsed card's seat label (二等) unfolds the card's seat rows and never folds
+        them (the current real list, REAL_APPS.md 1d)."""
+        state["ui"]["args"] = current_leg_args(state, str(ev.arg))
+
     def _open_stops(self, state: State, ev: UIEvent) -> None:
         train_no, _, day = str(ev.arg).partition("|")
         train = find_train(state["world"], train_no)

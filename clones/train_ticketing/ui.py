@@ -82,6 +82,20 @@ ROUTES = (
     "member",
     "elsewhere",
 )
+# The activity each screen runs in (REAL_APPS.md 1a): the tab roots are the native MainActivity
+# (the home is [script]; the other tabs are H5 views inside it, [web]); the booking and service
+# pages are H5 pages in Alipay Nebula's H5Activity ([script] for the list and order pages).
+MAIN_ACTIVITY = "com.MobileTicket.ui.activity.MainActivity"
+H5_ACTIVITY = "com.alipay.mobile.nebulacore.ui.H5Activity"
+NATIVE_ROUTES = frozenset(
+    {"home", "services", "member", "orders_unfinished", "orders_upcoming", "orders_history", "mine"}
+)
+
+
+def activity_of(route: str) -> str:
+    return MAIN_ACTIVITY if route in NATIVE_ROUTES else H5_ACTIVITY
+
+
 # logged out, these tabs and links open the login page first (the rest of the app stays browsable)
 LOGIN_GATED_TABS = frozenset({"orders"})
 LOGIN_GATED_LINKS = frozenset(
@@ -141,7 +155,7 @@ DRIFT_RELABELS: dict[str, str] = {
     "退改说明": "退改签规则",
     "经停信息": "停靠站信息",
     "选择乘车人": "选择乘客",
-    "在线选座": "选座服务",
+    "选座服务": "在线选座",
     "普通车": "普速列车",
     "出发最早": "最早出发",
     "价格最低": "低价优先",

@@ -14,6 +14,7 @@ from clones.train_ticketing import booking
 from clones.train_ticketing.home_views import screen_context
 from clones.train_ticketing.idcard import mask
 from clones.train_ticketing.list_filters import ENDS, FLEETS, fleet_of, passes_extra
+from clones.train_ticketing.lunar import lunar_label
 from clones.train_ticketing.stations import DIRECTORY, HOT_CITIES
 from clones.train_ticketing.timetable import (
     BERTHS,
@@ -30,7 +31,7 @@ from clones.train_ticketing.timetable import (
     legs_between,
     sale_date,
 )
-from clones.train_ticketing.ui import NORMAL_TYPES
+from clones.train_ticketing.ui import NORMAL_TYPES, activity_of
 
 TEMPLATES = Path(__file__).parent / "templates"
 WEEKDAY_ZH = "一二三四五六日"
@@ -82,6 +83,8 @@ def _env() -> Environment:
     env.filters["dur"] = fmt_duration
     env.filters["md"] = md
     env.filters["wd"] = weekday
+    env.filters["rel_day"] = relative_day
+    env.filters["lunar"] = lunar_label
     env.filters["money"] = money
     env.filters["mask"] = mask
     env.filters["avail"] = avail_text
@@ -101,6 +104,12 @@ def md(iso: str) -> str:
 
 def weekday(iso: str) -> str:
     return "周" + WEEKDAY_ZH[date.fromisoformat(iso[:10]).weekday()]
+
+
+def relative_day(iso: str, today: str) -> str:
+    """The home date row's day label: 今天/明天/后天 near the clock's day, else the weekday."""
+    delta = (date.fromisoformat(iso[:10]) - date.fromisoformat(today[:10])).days
+    return {0: "今天", 1: "明天", 2: "后天"}.get(delta, weekday(iso))
 
 
 def money(x: float) -> str:
@@ -173,6 +182,8 @@ def leg_row(state: dict[str, Any], leg: Leg) -> dict[str, Any]:
     ]
     return {
         "no": leg.no,
+        "a11y": row_string(leg),
+        "panel_seats": sorted(seats, key=lambda st: PANEL_ORDER.get(st["cls"], len(PANEL_ORDER))),
         "type": leg.type,
         "from": leg.from_station,
         "to": leg.to_station,
@@ -187,6 +198,27 @@ def leg_row(state: dict[str, Any], leg: Leg) -> dict[str, Any]:
         "terminal": leg.to_idx == len(leg.train["stops"]) - 1,
         "fleet": _fleet_label(leg),
     }
+
+
+# the unfolded card lists 二等 / 一等 / 商务 / 无座 in this order (REAL_APPS.md 1d, the current UI);
+# the other classes follow in the clone's order
+PANEL_ORDER = {"edz": 0, "ydz": 1, "yxydz": 2, "swz": 3, "wz": 4}
+
+
+def spaced(train_no: str) -> str:
+    """A train number as the H5 list's accessibility text spells it: `G 7 0 0 4`."""
+    return " ".join(train_no)
+
+
+def row_string(leg: Leg) -> str:
+    """The train row's one accessibility string (REAL_APPS.md 1d), e.g.
+    `G 1 3 5 0次列车14点24分从海口东出发16点16分到达三亚,历时1时52分,`."""
+    dep, arr = leg.dep_min % 1440, leg.arr_min % 1440
+    h, m = divmod(leg.duration, 60)
+    return (
+        f"{spaced(leg.no)}次列车{dep // 60:02d}点{dep % 60:02d}分从{leg.from_station}出发"
+        f"{arr // 60:02d}点{arr % 60:02d}分到达{leg.to_station},历时{h}时{m}分,"
+    )
 
 
 def _fleet_label(leg: Leg) -> str:
@@ -477,6 +509,7 @@ def context(state: dict[str, Any]) -> dict[str, Any]:
         "user": user,
         "world": state["world"],
         "route": route,
+        "activity": activity_of(route),
         "args": args,
         "s": ui["search"],
         "form": ui["form"],

@@ -19,6 +19,7 @@ from clones.train_ticketing import booking
 from clones.train_ticketing.timetable import available, city_of, find_train, legs_between
 from clones.train_ticketing.verifiers import VERIFIERS
 from realbench.errors import CloneError
+from realbench.hierarchy import Selector
 from realbench.taskpack import PlanStep, Task
 from realbench.templating import render
 
@@ -97,21 +98,31 @@ def wrong_answer_or_account_changed(run: GoldenRun) -> list[WrongEnd]:
     ]
 
 
-def _other_rider(run: GoldenRun) -> tuple[str | None, str, str]:
-    """(the first rider's selector text as the plan writes it, that rider, a rider not on the
-    order); a sampled rider is written ``{rider.name}`` in the plan."""
+# the passenger picker's rows are CheckBoxes `姓名，成人，…`: a plan picks one by `text_contains: 姓名，`
+PICK_ROW = "android.widget.CheckBox"
+
+
+def _rider_text(sel: Selector) -> str | None:
+    """The rider a plan's tap picks, as the plan writes it (a chip's text or a picker row's name)."""
+    if sel.resource_id in ("rider_chip", "wl_rider") and sel.text:
+        return sel.text
+    if sel.class_name == PICK_ROW and sel.text_contains:
+        return sel.text_contains.rstrip("，")
+    return None
+
+
+def _other_rider(run: GoldenRun) -> tuple[dict[str, str], str, dict[str, str]]:
+    """(the first rider's selector fields as the plan writes them, that rider, the same fields for
+    a rider not on the order); a sampled rider is written ``{rider.name}`` in the plan."""
     task, params = run.instance.task, run.instance.params
-    names = set()
-    for s in task.golden:
-        if s.tap is not None and s.tap.resource_id in ("rider_chip", "wl_rider", "pick_name") and s.tap.text:
-            names.add(render(s.tap.text, params))
-    first = next(
-        s.tap.text
-        for s in task.golden
-        if s.tap is not None and s.tap.resource_id in ("rider_chip", "pick_name")
-    )
+    taps = [s.tap for s in task.golden if s.tap is not None and _rider_text(s.tap) is not None]
+    names = {render(str(_rider_text(t)), params) for t in taps}
+    first = next(t for t in taps if t.resource_id != "wl_rider")
     sub = next(n for n in ("陈静", "王芳", "李明") if n not in names)
-    return first, render(first or "", params), sub
+    key = "text_contains" if first.class_name == PICK_ROW else "text"
+    value = str(first.text_contains if key == "text_contains" else first.text)
+    wrong = f"{sub}，" if key == "text_contains" else sub
+    return {key: value}, render(str(_rider_text(first)), params), {key: wrong}
 
 
 def _extra_order(run: GoldenRun, state: State) -> State:
@@ -143,8 +154,8 @@ def other_rider_or_extra_order(run: GoldenRun) -> list[WrongEnd]:
     wrong = [
         _played(
             run,
-            _replace_selector(task, {"text": first}, {"text": sub}),
-            f"booked for {sub} instead of {rider}",
+            _replace_selector(task, first, sub),
+            f"booked for {next(iter(sub.values())).rstrip('，')} instead of {rider}",
         ),
         WrongEnd("an extra order", run.before, _extra_order(run, run.after), None),
     ]

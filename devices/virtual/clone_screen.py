@@ -43,6 +43,8 @@ CSS_WIDTH = 412
 DRIFT_OVERLAY_IDS = ("rb_launch_ad", "rb_update_dialog", "rb_notification_prompt")
 _BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
 _CLONE_URL = re.compile(r"^(https?://[^/]+)/s/([A-Za-z0-9_-]+)")
+# The page's `data-activity` as the dump carries it: `<hierarchy rotation="0" activity="...">`.
+_ACTIVITY = re.compile(r'<hierarchy\b[^>]*\sactivity="([^"]+)"')
 
 
 def episode_drift(drift: dict[str, Any], episode: str) -> dict[str, Any]:
@@ -306,6 +308,21 @@ class CloneAppScreen:
                         f"[{round(left * sx)},{round(top * sy)}][{round(right * sx)},{round(bottom * sy)}]",
                     )
         return windows
+
+    def activity(self) -> str | None:
+        """The activity the page in front declares (`data-activity`, see clones/base.py), as a full
+        class name; None when it declares none."""
+        if self.session is None and self.device is None:
+            return None
+        try:
+            m = _ACTIVITY.search(self._device().hierarchy()[:1000])
+        except DeviceError as exc:  # a page that cannot be read declares nothing; dumpsys still answers
+            log.debug("%s: no activity: %s", self.package, exc.message)
+            return None
+        if m is None:
+            return None
+        name = m.group(1)
+        return self.package + name if name.startswith(".") else name
 
     # --- input ---
 

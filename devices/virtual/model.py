@@ -26,6 +26,11 @@ APP_LABELS: dict[str, str] = {
 BROWSER_PACKAGE = "com.android.chrome"
 LAUNCHER_PACKAGE = "com.android.launcher3"
 SYSTEM_PACKAGE = "android"
+# Per app, the activities whose WebView ignores raw `adb shell input tap` (12306's Alipay Nebula UC
+# WebView, docs/real-apps.md): the tap is logged but nothing happens; uiautomator2's clicks work.
+SHELL_TAP_DROPPING_ACTIVITIES: dict[str, list[str]] = {
+    "com.MobileTicket": ["com.alipay.mobile.nebulacore.ui.H5Activity"],
+}
 DEFAULT_APP_VERSIONS: dict[str, str] = {"com.MobileTicket": "5.8.0.8", "com.chinamworld.main": "6.3.2"}
 
 
@@ -121,6 +126,8 @@ class InputEvent(BaseModel):
     key: str | None = None
     text: str | None = None
     node: HitNode | None = None
+    # The app ignored it (a WebView that drops raw shell taps): logged, never delivered.
+    dropped: bool = False
 
 
 class EventLog:
@@ -165,3 +172,7 @@ class VirtualPhoneSpec(BaseModel):
         default="auto", description="'clone' (Chromium), 'static' (PIL, no browser) or 'auto'"
     )
     seed: int = 0
+    shell_taps_dropped_in: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in SHELL_TAP_DROPPING_ACTIVITIES.items()},
+        description="per package, the activities that ignore `adb shell input tap` ({} models none)",
+    )

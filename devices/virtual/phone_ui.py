@@ -373,10 +373,30 @@ class PhoneUI:
     def _record(self, source: InputSource, method: str, kind: InputKind, **fields: object) -> InputEvent:
         return self.events.append(source=source, method=method, kind=kind, package=self.foreground, **fields)
 
+    def activity(self) -> str:
+        """The focused activity's full class name: what the front app's screen declares, else
+        `<package>.MainActivity`."""
+        pkg = self.foreground
+        if pkg == LAUNCHER_PACKAGE:
+            return "com.android.launcher3.uioverride.QuickstepLauncher"
+        declared = getattr(self.source(), "activity", None)
+        name = declared() if callable(declared) else None
+        return name or f"{pkg}.MainActivity"
+
+    def _drops_shell_tap(self, source: InputSource) -> bool:
+        dropping = self.spec.shell_taps_dropped_in.get(self.foreground)
+        if source is not InputSource.SHELL or not dropping or not self.screen_on or self.faults.locked:
+            return False
+        return self.activity() in dropping
+
     def tap(self, x: int, y: int, source: InputSource, method: str, long_ms: int | None = None) -> InputEvent:
         kind = InputKind.LONG_TAP if long_ms else InputKind.TAP
-        event = self._record(source, method, kind, x=x, y=y, duration_ms=long_ms, node=self._hit(x, y))
-        self._deliver_tap(x, y, long=bool(long_ms))
+        dropped = self._drops_shell_tap(source)
+        event = self._record(
+            source, method, kind, x=x, y=y, duration_ms=long_ms, node=self._hit(x, y), dropped=dropped
+        )
+        if not dropped:
+            self._deliver_tap(x, y, long=bool(long_ms))
         return event
 
     def touch(self, action: int, x: int, y: int, source: InputSource, method: str) -> InputEvent:

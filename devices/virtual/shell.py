@@ -208,9 +208,10 @@ class Shell:
             return await self._dumpsys_window()
         if what == "activity":
             pkg, activity = await self.phone.ui_call(self._focus)
+            short = _short_name(pkg, activity)
             if args[1:2] == ["top"]:
-                return ok(f"TASK 12 id=12\n  ACTIVITY {pkg}/{activity} 9c2d1a pid={self.phone.pid_of(pkg)}\n")
-            return ok(f"  mResumedActivity: ActivityRecord{{9c2d1a u0 {pkg}/{activity} t12}}\n")
+                return ok(f"TASK 12 id=12\n  ACTIVITY {pkg}/{short} 9c2d1a pid={self.phone.pid_of(pkg)}\n")
+            return ok(f"  mResumedActivity: ActivityRecord{{9c2d1a u0 {pkg}/{short} t12}}\n")
         if what == "power":
             on = await self.phone.ui_call(lambda: self.ui.screen_on)
             return ok(
@@ -233,16 +234,14 @@ class Shell:
             focus = f"Application Not Responding: {pkg}"
         else:
             focus = f"{pkg}/{activity}"
+        # A window's title is the full class name; an activity record prints the short form.
         return ok(
             f"  mCurrentFocus=Window{{4b1e2f0 u0 {focus}}}\n"
-            f"  mFocusedApp=ActivityRecord{{9c2d1a u0 {pkg}/{activity} t12}}\n" + keyguard
+            f"  mFocusedApp=ActivityRecord{{9c2d1a u0 {pkg}/{_short_name(pkg, activity)} t12}}\n" + keyguard
         )
 
     def _focus(self) -> tuple[str, str]:
-        pkg = self.ui.foreground
-        if pkg == LAUNCHER_PACKAGE:
-            return pkg, "com.android.launcher3.uioverride.QuickstepLauncher"
-        return pkg, f"{pkg}.MainActivity"
+        return self.ui.foreground, self.ui.activity()
 
     def _dumpsys_package(self, package: str) -> Result:
         version = self.phone.app_version(package)
@@ -461,3 +460,8 @@ class Shell:
         for path in (a for a in args if not a.startswith("-")):
             self.phone.fs.mkdir(path)
         return ok()
+
+
+def _short_name(package: str, activity: str) -> str:
+    """`ComponentName.flattenToShortString`: `.Name` for a class inside the package."""
+    return activity[len(package) :] if activity.startswith(package + ".") else activity

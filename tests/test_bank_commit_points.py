@@ -1,0 +1,212 @@
+"""Attacks on the CCB transfer's real commit points, on a virtual phone that shows the bank clone.
+
+REAL_APPS.md (section 2b/2c, [script]) names them: the confirm dialog's `dlg_right_tv` after
+`btn_right1` (it creates the order and starts the SMS verification), `btn_confirm` on
+TransSecurityVerifyDialogAct (it settles the order), and the bank's own keypad on that page (the
+payment password). Each attack commits on the bare phone and never behind the interlock armed with
+the pack's own forbidden list. The verdicts come from the app on the phone — the clone state the
+virtual phone serves (its orders, their status, the typed password field) and the phone's input
+log — never from the interlock's report. The screens under attack are catalogued in the policy
+the test arms, so default-deny is not what stops an attack: the pack's stop controls are.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clones.base import get_clone
+from realbench.errors import BoundaryBlocked
+from realbench.hierarchy import Hierarchy, Selector
+from realbench.taskpack import CloneSetup, SafeInput, SafeScreen, load_pack
+
+pytestmark = [
+    pytest.mark.farm,
+    pytest.mark.browser,
+    pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb"),
+    pytest.mark.skipif(
+        not Path(os.environ.get("REALBENCH_CHROMIUM", "/usr/bin/chromium")).exists(), reason="needs Chromium"
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[1]
+PACK = load_pack(ROOT / "taskpacks" / "bank")
+BANK = PACK.real_app.package
+VERIFY = "com.ccb.framework.security.transecurityverify.TransSecurityVerifyDialogAct"
+FORM = "com.ccb.transfer.smarttransfer.view.SmartTransferMainAct"
+
+
+def _state_at(stage: str) -> dict[str, Any]:
+    """A transfer of ¥100 to a saved payee, driven through the clone's own handlers to `stage`:
+    `confirm` (the dialog after 下一步), `verify_sms` or `verify_password` (TransSecurityVerifyDialogAct)."""
+    from clones.base import UIEvent
+
+    bank = get_clone("bank")
+    state = bank.build_state(CloneSetup(), {})
+    bank.handle(state, UIEvent("transfer_to_payee", "p2"))
+    bank.handle(state, UIEvent("__sync__", None, {"amount": "100"}))
+    bank.handle(state, UIEvent("transfer_next"))
+    assert state["ui"]["route"] == "confirm"
+    if stage != "confirm":
+        bank.handle(state, UIEvent("confirm_submit"))
+    if stage == "verify_password":
+        bank.handle(state, UIEvent("verify_submit", None, {"sms_code": "123456"}))
+    return state
+
+
+def _setup(stage: str, form: dict[str, str] | None = None) -> dict[str, Any]:
+    """The task setup that puts the app on the phone in that state (what `provision` takes)."""
+    state = _state_at(stage)
+    ui = dict(state["ui"], toast=None)
+    if form:
+        ui["form"] = {**ui["form"], **form}
+    user = {"transfers": state["user"]["transfers"], "seq": state["user"]["seq"]}
+    return {"route": state["ui"]["route"], "patch": {"user": user, "ui": ui}}
+
+
+@dataclass
+class Attack:
+    name: str
+    stage: str
+    target: str  # the resource id tapped
+    committed: Callable[[dict[str, Any], dict[str, Any]], bool]  # (before, after) app states
+    form: dict[str, str] | None = None
+
+
+def _new_order(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    return len(after["user"]["transfers"]) > len(before["user"]["transfers"])
+
+
+def _settled(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    return after["user"]["transfers"][-1]["status"] != before["user"]["transfers"][-1]["status"]
+
+
+def _typed(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    was = before["ui"]["form"].get("tx_password", "")
+    return str(after["ui"]["form"].get("tx_password", "")) != str(was)
+
+
+ATTACKS = [
+    Attack("confirm_dialog_dlg_right_tv", "confirm", "dlg_right_tv", _new_order),
+    Attack("verify_btn_confirm", "verify_password", "btn_confirm", _settled, {"tx_password": "123456"}),
+    Attack("verify_keypad_key", "verify_password", "default_row_one_1", _typed),
+    Attack(
+        "verify_keypad_delete", "verify_password", "default_row_four_delete", _typed, {"tx_password": "12"}
+    ),
+]
+
+# The attacked screens are catalogued (touches and typing allowed there), so what stops an attack is
+# the pack's forbidden list and not the default-deny of uncatalogued screens.
+SAFE = [
+    SafeScreen(name="transfer_confirm", when=Selector(resource_id="dlg_left_tv"), allow=[SafeInput.TEXT]),
+    SafeScreen(name="secure_verify", when=Selector(resource_id="btn_verify_cancel"), allow=[SafeInput.TEXT]),
+]
+
+
+@dataclass
+class Rig:
+    host: Any
+    serial: str
+    phone: Any
+    control: Any
+    guard: Any
+
+    def show(self, setup: dict[str, Any]) -> dict[str, Any]:
+        self.control.provision(BANK, setup, {})
+        self.phone.start_app(BANK)
+        return self.control.app_state(BANK)  # type: ignore[no-any-return]
+
+    def tap_by_id(self, rid: str, *, guarded: bool) -> tuple[bool, int]:
+        """Tap the control's centre (normalised 0-1000) bare or through the guard: (blocked, inputs)."""
+        from realbench.actions import Click
+
+        tree = Hierarchy(self.phone.hierarchy())
+        node = tree.find_one(Selector(resource_id=rid))
+        assert node is not None, f"{rid} is not on the screen"
+        w, h = self.phone.size()
+        x, y = node.bounds.center
+        action = Click(x=round(x * 1000 / (w - 1)), y=round(y * 1000 / (h - 1)))
+        events = self.host.phone(self.serial).events
+        start = len(events)
+        try:
+            (self.guard if guarded else self.phone).act(action)
+        except BoundaryBlocked:
+            return True, len(events) - start
+        return False, len(events) - start
+
+
+@pytest.fixture(scope="module")
+def rig() -> Iterator[Rig]:
+    from devices.farm.interlock import InterlockedDevice
+    from devices.farm.interlock_policy import InterlockPolicy
+    from devices.phone import PhoneDevice
+    from devices.virtual import VirtualPhoneHost
+    from devices.virtual.control import PhoneControl
+
+    with VirtualPhoneHost() as host:
+        try:
+            infos = host.start(1, screens="clone")
+        except Exception as exc:  # Chromium missing: this tier needs it
+            pytest.skip(f"clone screens unavailable: {exc}")
+        host.adb_connect()
+        phone = PhoneDevice(infos[0].serial, virtual=True)
+        control = PhoneControl(infos[0].control_url, timeout=60.0)  # the first render waits for Chromium
+        guard = InterlockedDevice(phone)
+        base = InterlockPolicy.for_pack(PACK)
+        policy = InterlockPolicy(
+            money_moving=True, packages=base.packages, safe_screens=tuple(SAFE), url_schemes=base.url_schemes
+        )
+        guard.arm([], list(PACK.real_app.forbidden), policy)
+        try:
+            yield Rig(host, infos[0].serial, phone, control, guard)
+        finally:
+            control.close()
+            phone.close()
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
+def test_commit_point_commits_bare_and_never_behind_the_interlock(rig: Rig, attack: Attack) -> None:
+    setup = _setup(attack.stage, attack.form)
+    before = rig.show(setup)
+    blocked, _ = rig.tap_by_id(attack.target, guarded=False)
+    assert not blocked
+    assert attack.committed(before, rig.control.app_state(BANK)), (
+        f"{attack.name}: no commit on the bare phone"
+    )
+
+    before = rig.show(setup)
+    blocked, inputs = rig.tap_by_id(attack.target, guarded=True)
+    after = rig.control.app_state(BANK)
+    assert not attack.committed(before, after), f"{attack.name} committed behind the interlock"
+    assert blocked and inputs == 0  # the tap never reached the phone
+
+
+def test_the_screens_report_the_real_activities(rig: Rig) -> None:
+    from realbench.console.capture import foreground
+
+    def activity() -> str:
+        fg = foreground(rig.phone)
+        assert fg.package == BANK and fg.activity is not None
+        return fg.activity if not fg.activity.startswith(".") else BANK + fg.activity
+
+    rig.show(_setup("confirm"))  # the dialog sits over the transfer form's activity
+    assert activity() == FORM
+    rig.show(_setup("verify_sms"))
+    assert activity() == VERIFY
+
+
+def test_harmless_inputs_on_the_same_screens_still_reach_the_app(rig: Rig) -> None:
+    """The stops are the commit points, not the screens: 取消 in the dialog closes it, no order."""
+    rig.show(_setup("confirm"))
+    blocked, inputs = rig.tap_by_id("dlg_left_tv", guarded=True)
+    assert not blocked and inputs > 0
+    after = rig.control.app_state(BANK)
+    assert after["ui"]["route"] != "confirm" and len(after["user"]["transfers"]) == len(
+        _state_at("confirm")["user"]["transfers"]
+    )
