@@ -504,6 +504,8 @@ class RetentionResult:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     judge_correction: JudgeCorrection | None = None
+    # Why the judge-corrected R was refused ("" when it was computed or no verdicts were given).
+    judge_correction_refused: str = ""
 
     @property
     def dropped_tasks(self) -> list[str]:
@@ -587,6 +589,10 @@ class RetentionResult:
             "slope": self.slope.to_dict(),
             "subgroup_tests": [t.to_dict() for t in self.subgroup_tests],
             "judge_correction": None if self.judge_correction is None else self.judge_correction.to_dict(),
+            "judge_correction_estimable": (
+                False if self.judge_correction_refused else (None if self.judge_correction is None else True)
+            ),
+            "judge_correction_reason": self.judge_correction_refused,
             "success_rates": self.success_rates,
             "dropped_tasks": self.dropped_tasks,
             "dropped": [d.to_dict() for d in self.dropped],
@@ -1000,6 +1006,7 @@ def retention_from_table(
             + (" …" if len(rates.dropped) > 10 else "")
         )
     correction = None
+    refused = ""
     if "judged" in df.columns:
         try:
             correction = _judge_correction(
@@ -1019,8 +1026,10 @@ def retention_from_table(
         except AnalysisError as exc:
             notes.append(f"judge-corrected retention not computed: {exc.message}")
             warnings.append(f"judge-corrected retention not estimable: {exc.message}")
+            refused = exc.message
     return RetentionResult(
         judge_correction=correction,
+        judge_correction_refused=refused,
         base=base,
         trained=trained,
         clone_env=clone_env,

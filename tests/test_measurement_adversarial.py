@@ -529,7 +529,9 @@ def test_judge_correction_refuses_a_near_chance_judge():
     res = retention_from_table(table, base="base", trained="trained", n_resamples=0)
     assert res.judge_correction is None
     assert any("not shown to beat chance" in w for w in res.warnings)
-    assert res.to_dict()["judge_correction"] is None
+    out = res.to_dict()
+    assert out["judge_correction"] is None and out["judge_correction_estimable"] is False
+    assert "not shown to beat chance" in out["judge_correction_reason"]
 
 
 def test_a_gain_with_no_spread_across_tasks_takes_the_binomial_floor():
