@@ -389,7 +389,7 @@ def test_report_names_estimands_warns_and_compares_like_with_like(tmp_path: Path
     assert "(headline)" in page
     assert 'id="retention-warnings"' in page and "power analysis" in page
     # Clone bars over the same tasks as the device; clone-only tasks said once, as expected.
-    assert "(every clone task)" in page and page.count("ran on the clone only") == 2
+    assert "(every clone task)" in page and page.count("decided episodes on the clone only") == 2
     assert "dropping" not in page
     # FPR, FNR, PPV, NPV each with an interval in the audit table.
     audit = page.split('id="audit"')[1].split("</section>")[0]
