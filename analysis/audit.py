@@ -37,6 +37,7 @@ from analysis.stats import (
     rogan_gladen,
     rogan_gladen_variance,
     wilson,
+    youden_lower_bound,
 )
 from realbench.errors import AnalysisError
 
@@ -404,8 +405,7 @@ def design_weights(judged: pd.DataFrame, lab: pd.DataFrame) -> np.ndarray:
 def _youden_lower(se: Rate, sp: Rate, z: float = 1.96) -> float:
     """Lower confidence bound of Se + Sp − 1 from the two rates' effective sizes."""
     assert se.value is not None and sp.value is not None
-    var = se.value * (1 - se.value) / max(se.n_eff, 1.0) + sp.value * (1 - sp.value) / max(sp.n_eff, 1.0)
-    return se.value + sp.value - 1 - z * math.sqrt(var)
+    return youden_lower_bound(se.value, sp.value, se.n_eff, sp.n_eff, z)
 
 
 class _Refused(Exception):

@@ -76,16 +76,18 @@ def paired_matrix(matrix: pd.DataFrame) -> str:
     return to_data_uri(fig)
 
 
+# One estimand of the retention figure: label, value, Fieller CI, BCa CI, exact Fieller set pieces.
+EstimateRow = tuple[
+    str,
+    float | None,
+    tuple[float, float] | None,
+    tuple[float, float] | None,
+    Sequence[tuple[float, float]],
+]
+
+
 def retention_plot(
-    estimates: Sequence[
-        tuple[
-            str,
-            float | None,
-            tuple[float, float] | None,
-            tuple[float, float] | None,
-            Sequence[tuple[float, float]],
-        ]
-    ],
+    estimates: Sequence[EstimateRow],
     references: Sequence[tuple[str, float, str]],
 ) -> str:
     """The retention figure as a PNG data URI (see `retention_figure`)."""
@@ -93,15 +95,7 @@ def retention_plot(
 
 
 def retention_figure(
-    estimates: Sequence[
-        tuple[
-            str,
-            float | None,
-            tuple[float, float] | None,
-            tuple[float, float] | None,
-            Sequence[tuple[float, float]],
-        ]
-    ],
+    estimates: Sequence[EstimateRow],
     references: Sequence[tuple[str, float, str]],
 ) -> Figure:
     """Each named estimand with its Fieller and BCa intervals; a not-estimable one shows its exact

@@ -1094,8 +1094,7 @@ class _SeSp:
 
     def youden_lower(self, z: float = stats.Z95) -> float:
         """Lower confidence bound of Se + Sp − 1 (binomial variances of the two rates)."""
-        var = self.se * (1 - self.se) / self.n_pos + self.sp * (1 - self.sp) / self.n_neg
-        return self.se + self.sp - 1 - z * math.sqrt(var)
+        return stats.youden_lower_bound(self.se, self.sp, self.n_pos, self.n_neg, z)
 
 
 def _se_sp(rows: pd.DataFrame) -> _SeSp | None:

@@ -315,6 +315,13 @@ def rogan_gladen_variance(
     return float(v) if v.ndim == 0 else v
 
 
+def youden_lower_bound(se: float, sp: float, n_pos: float, n_neg: float, z: float = 1.96) -> float:
+    """Lower confidence bound of Se + Sp − 1 (binomial variances on n₊ positives and n₋ negatives,
+    effective sizes allowed): at or below 0, the judge is not shown to beat chance."""
+    var = se * (1 - se) / max(n_pos, 1.0) + sp * (1 - sp) / max(n_neg, 1.0)
+    return se + sp - 1 - z * math.sqrt(var)
+
+
 def double_sampling(q: ArrayLike, ppv: ArrayLike, npv: ArrayLike) -> Any:
     """Corrected prevalence when the validation sample was drawn by judge verdict (§3):
     p = PPV·q + (1 − NPV)(1 − q)."""

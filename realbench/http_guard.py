@@ -168,6 +168,21 @@ def _hostname(netloc: str) -> str:
     return netloc.rsplit(":", 1)[0].lower() if netloc.count(":") == 1 else netloc.lower()
 
 
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app a body already read by the guard, then the connection's own
+    messages (a disconnect, say)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 def json_depth_ok(value: Any, max_depth: int) -> bool:
     """True when `value` nests at most `max_depth` containers deep (iterative: no recursion)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -264,16 +279,7 @@ class GuardMiddleware:
                     send, 415, "request bodies must be JSON", "send 'Content-Type: application/json'"
                 )
                 return
-            replayed = False
-
-            async def replay() -> Message:
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            receive = replay
+            receive = replay_body(body, receive)
         if set_cookie:
             token = self.security.token
             assert token is not None

@@ -28,10 +28,10 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from realbench.errors import ConfigError
-from realbench.http_guard import ServerLimits
+from realbench.http_guard import ServerLimits, replay_body
 
 COOKIE = "realbench_console"
 LOOPBACK_NAMES = ("localhost",)
@@ -162,16 +162,7 @@ class ConsoleGuard:
             body = await self._read_body(headers, receive, send)
             if body is None:
                 return
-            replayed = False
-
-            async def replay() -> Message:
-                nonlocal replayed
-                if not replayed:
-                    replayed = True
-                    return {"type": "http.request", "body": body, "more_body": False}
-                return await receive()
-
-            await self.app(scope, replay, send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         await self.app(scope, receive, send)
 
