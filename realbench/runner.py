@@ -265,7 +265,10 @@ class LocalRunner:
         self._agents: dict[int, Agent] = {}
         # set on Ctrl-C: workers take no new episode and record the cut-short ones as interrupted
         self.stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        # Set by each worker as it ends. Not Thread.is_alive: on 3.11 a join that Ctrl-C cuts short
+        # can mark a still-running thread stopped (CPython gh-90882), and the store would then be
+        # closed under a worker that is still recording its episode.
+        self._finished: list[threading.Event] = []
 
     def _execute_here(self, target: Target, key: EpisodeKey) -> EpisodeResult:
         agent = self._agents.setdefault(id(target), self.agent_factory())
@@ -365,7 +368,9 @@ class LocalRunner:
                     self.store.write_episode(self.run_id, item.key, item.attempt, self.pack.app, result)
                 except BaseException as exc:  # a bug, not a device failure: stop the run loudly
                     if self.stop.is_set():
-                        return  # cut short by the stop: nothing to record, a rerun runs it
+                        # cut short by the stop: nothing to record, a rerun runs it
+                        log.warning("%s: not recorded after the stop (%r)", item.key.task, exc)
+                        return
                     errors.append(exc)
                     with cond:
                         outstanding[0] = 0
@@ -383,17 +388,23 @@ class LocalRunner:
                 bar.update(1)
                 finish_one()
 
+        def finished_when_done(target: Target, finished: threading.Event) -> None:
+            try:
+                worker(target)
+            finally:
+                finished.set()
+
+        self._finished = [threading.Event() for _ in self.targets]
         threads = [
-            threading.Thread(target=worker, args=(t,), daemon=True, name=f"worker-{i}")
-            for i, t in enumerate(self.targets)
+            threading.Thread(target=finished_when_done, args=(t, f), daemon=True, name=f"worker-{i}")
+            for i, (t, f) in enumerate(zip(self.targets, self._finished, strict=True))
         ]
-        self._threads = threads
         for t in threads:
             t.start()
         try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.25)
+            for finished in self._finished:
+                while not finished.wait(0.25):
+                    pass
         except KeyboardInterrupt:
             self.stop.set()  # the caller closes the targets, which ends the episodes in flight
             bar.close()
@@ -417,6 +428,6 @@ class LocalRunner:
         workers were still busy when `timeout_s` ran out."""
         self.stop.set()
         deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        return sum(t.is_alive() for t in self._threads)
+        for finished in self._finished:
+            finished.wait(max(0.0, deadline - time.monotonic()))
+        return sum(not finished.is_set() for finished in self._finished)
