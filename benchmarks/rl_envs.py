@@ -12,10 +12,16 @@ processes (one Chromium each) at the model's resolution, then measures:
   state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
   with the screen cache (the default; ``--no-screen-cache`` turns it off) the start screen's image
   is captured once per worker and reused, re-checked against a new capture now and then
-  (``screen_cache_counts``: images served, stored, re-checked equal, found different);
+  (``screen_cache_counts``: images served, stored, re-checked equal, found different, and misses
+  that waited for another page's capture of the same screen instead of taking their own);
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
   together with random taps and back keys (each step: act, wait for the page, capture);
-- ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N.
+- ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N;
+- ``cpu``, ``cores``, ``load_avg_before`` and ``load_avg`` (1/5/15-minute, before and after the run):
+  figures from a loaded machine are not comparable with a quiet one's.
+
+``--worker-import module:function`` calls a function in every worker before its host starts, e.g.
+one that switches a setting off, so that two variants run alternately from the same tree.
 
     .venv/bin/python benchmarks/rl_envs.py --json                      # 100 environments
     .venv/bin/python benchmarks/rl_envs.py --scaling 1,10,50,100 --json
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,6 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.machine_info import machine_facts  # noqa: E402
 from devices.rl.errors import ErrorInfo  # noqa: E402
 from devices.rl.vector import CloneVectorEnv  # noqa: E402
 
@@ -64,7 +72,9 @@ def random_actions(rng: np.random.Generator, n: int) -> list[str]:
 
 def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     pack, task, imports = pack_and_task(args.pack, args.task)
+    imports = (*imports, *args.worker_import)
     rng = np.random.default_rng(args.seed)
+    load_before = [round(x, 2) for x in os.getloadavg()]
     t0 = time.perf_counter()
     venv = CloneVectorEnv(
         n,
@@ -104,12 +114,15 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         stats = [s for s in venv.pool.stats() if isinstance(s, dict)]
         pss = sum(s["chromium_pss_mib"] for s in stats)
         cache = {
-            k: sum(s["screen_cache"][k] for s in stats) for k in ("hits", "stored", "verified", "mismatches")
+            k: sum(s["screen_cache"][k] for s in stats)
+            for k in ("hits", "stored", "verified", "mismatches", "waited")
         }
     finally:
         venv.close()
     ms = np.asarray(resets) * 1000
     return {
+        **machine_facts(),
+        "load_avg_before": load_before,
         "envs": n,
         "workers": min(args.workers, n),
         "short_side": args.short_side,
@@ -145,6 +158,13 @@ def main() -> None:
         "--no-screen-cache",
         action="store_true",
         help="capture every reset's screen (EnvConfig.screen_cache off)",
+    )
+    parser.add_argument(
+        "--worker-import",
+        action="append",
+        default=[],
+        metavar="MODULE[:FUNCTION]",
+        help="imported (and called) in every worker at start-up, e.g. to A/B one setting; repeatable",
     )
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()

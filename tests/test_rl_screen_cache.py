@@ -4,11 +4,14 @@ step. Evidence is the page's own capture, taken beside the cache."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
+from devices.rl.config import EnvConfig
 from devices.rl.gym_env import RealbenchEnv
-from devices.rl.host import EnvHost
+from devices.rl.host import EnvHost, ResetRequest
 from devices.rl.screen_cache import ScreenCache
 from tests.rl_support import write_pack
 
@@ -81,6 +84,50 @@ def test_the_cache_is_bounded_by_entries_and_bytes():
     assert cache.summary()["bytes"] <= 10
 
 
+def test_misses_that_come_together_wait_for_one_capture():
+    cache = ScreenCache()
+    key = _key()
+    first, second, third = cache.lookup(key), cache.lookup(key), cache.lookup(key)
+    assert first.lead and first.image is None and first.pending is None
+    assert second.pending is third.pending and second.pending is not None
+    assert not second.pending.done()
+    cache.store(key, b"shot")
+    assert second.pending.result(0) == b"shot"
+    # after the wait the usual rule: the first reuse captures again, later ones are served
+    again = [cache.lookup(key, coalesce=False) for _ in range(2)]
+    assert [a.image for a in again] == [None, b"shot"]
+    assert not any(a.lead or a.pending for a in again)
+    assert cache.summary()["waited"] == 2 and cache.summary()["stored"] == 1
+
+
+def test_a_leader_that_gives_up_sends_its_waiters_to_capture():
+    cache = ScreenCache()
+    key = _key()
+    lead, waiter = cache.lookup(key), cache.lookup(key)
+    cache.give_up(key)
+    assert waiter.pending is not None and waiter.pending.result(0) is None
+    assert cache.lookup(key, coalesce=False) == type(lead)(key)  # capture, lead nothing
+    assert cache.lookup(key).lead  # the next miss leads again
+    cache.store(key, b"shot")
+    cache.give_up(key)  # after a store: nothing to release
+    assert cache.summary()["stored"] == 1
+
+
+def test_a_mismatch_releases_the_waiters_with_nothing():
+    cache = ScreenCache()
+    key = _key()
+    cache.store(key, b"one")
+    assert cache.lookup(key).image is None  # the first reuse: capture again
+    cache.store(key, b"two")  # disagrees: dropped and never cached again
+    assert all(not (lk.lead or lk.pending) for lk in (cache.lookup(key) for _ in range(3)))
+
+
+def test_coalescing_can_be_turned_off():
+    cache = ScreenCache(coalesce=False)
+    key = _key()
+    assert [(lk.lead, lk.pending) for lk in (cache.lookup(key), cache.lookup(key))] == [(False, None)] * 2
+
+
 # --- in a host's environments -------------------------------------------------------------------
 
 
@@ -119,6 +166,7 @@ def test_resets_serve_the_start_screen_that_the_page_itself_draws(host, pack):
             "verified": 1,
             "mismatches": 0,
             "not_still": 0,
+            "waited": 0,
             "images": 1,
             "bytes": 0,
         }
@@ -236,3 +284,41 @@ def test_the_page_calls_a_focused_or_scrolled_screen_not_still(host, pack):
         assert still("document.getElementById('s').scrollTop = 0")
     finally:
         env.close()
+
+
+@pytest.mark.browser
+def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(host, pack):
+    n = 6
+    ids = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg") for _ in range(n)])
+    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+    try:
+        results = host.reset([ResetRequest(env_id, seed=i) for i, env_id in enumerate(ids)])
+        images = {r.observation.image for r in results}
+        summary = host.screen_cache.summary()
+        assert summary["waited"] >= 1 and summary["stored"] == 1 and summary["mismatches"] == 0
+        # captures taken: the leader's, re-checks and waits that ran out; fewer than one per page
+        assert summary["stored"] + summary["verified"] < n
+        plain.reset(seed=0)
+        assert images == {_image(plain)}
+    finally:
+        host.close_envs(ids)
+        plain.close()
+
+
+@pytest.mark.browser
+def test_pages_that_wait_on_a_screen_that_changes_by_itself_capture_it_themselves(host, pack):
+    ids = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg") for _ in range(4)])
+    try:
+        host.reset([ResetRequest(env_id, seed=1) for env_id in ids])
+        before = host.screen_cache.summary()
+        screen = {"version": 99, "route": "home", "html": '<button data-countdown="5">跳过 5</button>'}
+        devices = [host.env(env_id)._device for env_id in ids]
+        with ThreadPoolExecutor(len(devices)) as pool:
+            shots = list(pool.map(lambda d: d.show_and_observe(screen).screenshot.data, devices))
+        summary = host.screen_cache.summary()
+        assert all(shots)
+        assert summary["not_still"] == before["not_still"] + len(devices)
+        assert summary["hits"] == before["hits"] and summary["stored"] == before["stored"]
+        assert not host.screen_cache._inflight  # nothing left for a later page to wait on
+    finally:
+        host.close_envs(ids)

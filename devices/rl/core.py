@@ -9,6 +9,7 @@ agent failure: the episode ends as an unscored abort (``info["aborted"]``, outco
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import threading
@@ -24,7 +25,7 @@ from devices.clone_browser import Emulation
 from devices.clone_device import CloneDevice
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
-from devices.rl.screen_cache import ScreenCache
+from devices.rl.screen_cache import Lookup, ScreenCache
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
 from realbench.actions import Action, action_from_json, action_to_dict, parse_action
 from realbench.agents.images import ImageSize, target_size
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SEED_SPACE = 2**31
+# how long a reset waits for another page's capture of its screen before taking its own
+COALESCE_WAIT_S = 10.0
 VERDICT_FIELDS = {"success", "progress", "side_effects", "reason", "name"}
 
 
@@ -134,8 +137,18 @@ class RLCloneDevice(CloneDevice):
         found = None
         if cache is not None and screen is not None:
             found = cache.lookup(ScreenCache.key(self.clone.name, screen, self._look()))
-        # an image about to be served needs no frame drawn for a capture: no ticks then
-        serve = found is not None and found.image is not None
+        try:
+            return await self._observe_through(cache, found, screen)
+        finally:
+            if cache is not None and found is not None and found.lead:
+                cache.give_up(found.key)  # a no-op once stored; else the waiters capture themselves
+
+    async def _observe_through(
+        self, cache: ScreenCache | None, found: Lookup | None, screen: dict[str, Any] | None
+    ) -> tuple[bytes, str]:
+        # an image about to be served (or another page's capture of it) needs no frame drawn for a
+        # capture here: no ticks then
+        serve = found is not None and (found.image is not None or found.pending is not None)
         result = await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve])
         self._check_settled(result["settled"])
         self._require_page()
@@ -144,15 +157,36 @@ class RLCloneDevice(CloneDevice):
             return await self._capture(), hierarchy
         if not result["still"]:
             cache.not_still()
+            if found.lead:  # nothing to share: the waiters need not wait for this capture
+                cache.give_up(found.key)
             if serve:  # ticks after all, for the capture this screen needs
-                await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [None, self.emulation.scale, True])
+                await self._tick()
             return await self._capture(), hierarchy
+        if found.pending is not None:
+            found = await self._wait_for_capture(cache, found)
+            if found.image is None:
+                await self._tick()
         if found.image is not None:
             cache.served()
             return found.image, hierarchy
         image = await self._capture()
         cache.store(found.key, image)
         return image, hierarchy
+
+    async def _tick(self) -> None:
+        await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [None, self.emulation.scale, True])
+
+    @staticmethod
+    async def _wait_for_capture(cache: ScreenCache, found: Lookup) -> Lookup:
+        """The lookup again once another page's capture of the same screen is done (or given up)."""
+        assert found.pending is not None
+        try:
+            # shielded: a timeout here must not cancel what the other waiters wait on
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(found.pending)), COALESCE_WAIT_S)
+        except TimeoutError:
+            log.debug("another page's capture of a screen took over %.0f s; capturing here", COALESCE_WAIT_S)
+            return Lookup(found.key)
+        return cache.lookup(found.key, coalesce=False)
 
     def _look(self) -> dict[str, Any]:
         return {

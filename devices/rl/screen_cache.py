@@ -11,15 +11,22 @@ Only screens the page reports as still are cached: nothing counting down, animat
 (a caret blinks) or scrolled. The first reuse of every image captures again and compares the bytes,
 and so does every `verify_every`-th reuse after it; a screen whose captures disagree is never cached
 again (logged, and counted in `stats`). Steps never use the cache: what an action changes is captured.
+
+Misses of one screen that come together (a batched reset of every environment onto the same start
+screen) are coalesced: the first takes the capture, the others swap the screen in meanwhile and wait
+for its bytes (then the usual rule applies: the first reuse captures again and compares). Without
+this, a first reset of 50 environments in one browser took 50 captures of the same screen.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import threading
 from collections import OrderedDict
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +45,7 @@ class ScreenCacheStats:
     verified: int = 0  # reuses that captured again and found the same bytes
     mismatches: int = 0  # reuses that captured again and found other bytes (the screen is dropped)
     not_still: int = 0  # screens the page reported as changing by themselves (never cached)
+    waited: int = 0  # misses that waited for another environment's capture of the same screen
 
 
 @dataclass
@@ -53,10 +61,14 @@ class CacheKey:
 
 @dataclass
 class Lookup:
-    """What to do with a screen: serve `image`, or capture and hand the bytes to `ScreenCache.store`."""
+    """What to do with a screen: serve `image`; or wait for `pending` (another caller's capture of
+    it, None if that caller gave up) and look up again; or capture and hand the bytes to
+    `ScreenCache.store`. A caller that `lead`s must `store` or `give_up`: others wait on it."""
 
     key: CacheKey
     image: bytes | None = None
+    lead: bool = False
+    pending: Future[bytes | None] | None = None
 
 
 @dataclass(eq=False)
@@ -66,9 +78,11 @@ class ScreenCache:
     entries: int = DEFAULT_ENTRIES
     max_bytes: int = DEFAULT_MAX_BYTES
     verify_every: int = DEFAULT_VERIFY_EVERY
+    coalesce: bool = True
     stats: ScreenCacheStats = field(default_factory=ScreenCacheStats)
     _images: OrderedDict[CacheKey, _Entry] = field(default_factory=OrderedDict)
     _uncacheable: OrderedDict[CacheKey, None] = field(default_factory=OrderedDict)
+    _inflight: dict[CacheKey, Future[bytes | None]] = field(default_factory=dict)
     _bytes: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -78,11 +92,19 @@ class ScreenCache:
         text = json.dumps([clone, screen.get("route"), screen.get("html"), look], sort_keys=True)
         return CacheKey(hashlib.sha256(text.encode("utf-8")).hexdigest())
 
-    def lookup(self, key: CacheKey) -> Lookup:
+    def lookup(self, key: CacheKey, *, coalesce: bool = True) -> Lookup:
+        """`coalesce=False`: never wait and never lead (a caller looking up again after a wait)."""
         with self._lock:
             entry = self._images.get(key)
             if entry is None:
-                return Lookup(key)
+                if not (self.coalesce and coalesce) or key in self._uncacheable:
+                    return Lookup(key)
+                pending = self._inflight.get(key)
+                if pending is not None:
+                    self.stats.waited += 1
+                    return Lookup(key, pending=pending)
+                self._inflight[key] = Future()
+                return Lookup(key, lead=True)
             self._images.move_to_end(key)
             entry.reuses += 1
             if entry.reuses == 1 or entry.reuses % self.verify_every == 0:
@@ -91,14 +113,31 @@ class ScreenCache:
 
     def store(self, key: CacheKey, image: bytes) -> None:
         """The bytes a capture of `key`'s screen gave (after a `lookup` that served nothing)."""
+        stored = self._store(key, image)
+        self._release(key, image if stored else None)
+
+    def give_up(self, key: CacheKey) -> None:
+        """A leading caller took no capture to store (its page was not still, or it failed): the
+        callers waiting on it capture for themselves. A no-op once `store` released them."""
+        self._release(key, None)
+
+    def _release(self, key: CacheKey, image: bytes | None) -> None:
+        with self._lock:
+            pending = self._inflight.pop(key, None)
+        if pending is not None:
+            # cancelled by a waiter: nobody else needs the bytes
+            with contextlib.suppress(InvalidStateError):
+                pending.set_result(image)
+
+    def _store(self, key: CacheKey, image: bytes) -> bool:
         with self._lock:
             if key in self._uncacheable:
-                return
+                return False
             entry = self._images.get(key)
             if entry is not None:
                 if entry.image == image:
                     self.stats.verified += 1
-                    return
+                    return True
                 self.stats.mismatches += 1
                 self._forget(key)
                 self._uncacheable[key] = None
@@ -109,14 +148,15 @@ class ScreenCache:
                     len(entry.image),
                     len(image),
                 )
-                return
+                return False
             if len(image) > self.max_bytes:
-                return
+                return False
             self._images[key] = _Entry(image)
             self._bytes += len(image)
             self.stats.stored += 1
             while len(self._images) > self.entries or self._bytes > self.max_bytes:
                 self._forget(next(iter(self._images)))
+            return key in self._images
 
     def served(self) -> None:
         """A looked-up image was used as the observation (the page reported its screen still)."""
