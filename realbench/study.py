@@ -50,11 +50,16 @@ class StudyConfig:
     controls: int = 2
     replay_k: int = 2
     replay_traces: int = 1
+    # Headless clone pages for the reproducibility screen. On two cores two pages left about a third
+    # of the CPU idle during the screen (a replay costs about as much CPU as a clone episode, ~0.9
+    # CPU-seconds with Chromium's share, docs/benchmarks.md); four keep it busy like the clone runs.
+    replay_workers: int = 4
     rig: Path = ROOT / "rigs" / "virtual.yaml"
     # Virtual phones to start when the rig has a virtual section (None: the rig's own count).
-    # Episodes on virtual phones wait on the device protocol more than on the CPU, so more
-    # phones than cores still shortens the phone stage.
-    phones: int | None = 4
+    # Episodes on virtual phones wait on the device protocol for part of each step: four phones left
+    # about a quarter of two cores idle in the phone stage (~4 CPU-seconds per episode against ~10 s
+    # of a phone's time, docs/benchmarks.md), six fill it. The outcomes do not depend on the count.
+    phones: int | None = 6
     target: str = "real"
     # Headless clone pages in parallel; clone episodes also wait more than they compute.
     workers: int = 4
@@ -197,7 +202,7 @@ class Study:
             if self.cfg.target == "real"
             else PhoneFilter({}, f"none: {self.cfg.target} runs start every task")
         )
-        with CloneReplayer(self.cfg.pack, scale=self.cfg.scale) as replayer:
+        with CloneReplayer(self.cfg.pack, scale=self.cfg.scale, workers=self.cfg.replay_workers) as replayer:
             result = select_command(
                 [self.clone_store],
                 base=self.cfg.base,

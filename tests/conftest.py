@@ -40,6 +40,24 @@ TOY_PACK_PATH = REPO / "taskpacks" / "toy"
 # with pytest 9 its group marks are silently ignored (it renames a node id attribute pytest no
 # longer reads), and every test was scheduled on its own.
 LONGEST_TIERS_FIRST = ("slow", "farm", "browser")
+# Before the tiers, the modules that took longest in CI (whole module, seconds in the last measured
+# run), longest first: a long module without a tier mark (the conformance crawl) otherwise starts
+# last and keeps one worker busy after the other has finished.
+LONGEST_MODULES = (
+    "test_study",  # 139
+    "test_certify_farm",  # 111
+    "test_conformance",  # 71
+    "test_farm_faults",  # 71
+    "test_bank_browser",  # 55
+    "test_train_ticketing",  # 43
+    "test_safe_screens",  # 39
+    "test_console_recorder",  # 30
+    "test_trl_grpo",  # 26
+    "test_farm_ray",  # 24
+    "test_doc_snippets",  # 24
+    "test_store_interrupted_runs",  # 23
+    "test_verifier_contracts",  # 21
+)
 
 
 def _tier_rank(item: pytest.Item) -> int:
@@ -58,6 +76,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         module = _module_of(item)
         module_rank[module] = min(module_rank.get(module, len(LONGEST_TIERS_FIRST)), _tier_rank(item))
+    for module in module_rank:
+        short = module.rsplit(".", 1)[-1]
+        if short in LONGEST_MODULES:
+            module_rank[module] = LONGEST_MODULES.index(short) - len(LONGEST_MODULES)
     position = {id(item): i for i, item in enumerate(items)}
     items.sort(key=lambda it: (module_rank[_module_of(it)], position[id(it)]))
 

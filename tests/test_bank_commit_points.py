@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from clones.base import get_clone
-from realbench.errors import BoundaryBlocked
-from realbench.hierarchy import Hierarchy, Selector
+from realbench.hierarchy import Selector
 from realbench.taskpack import CloneSetup, SafeInput, SafeScreen, load_pack
+from tests.commit_rig import CommitRig, commit_rig
 
 pytestmark = [
     pytest.mark.farm,
@@ -109,85 +109,28 @@ SAFE = [
 ]
 
 
-@dataclass
-class Rig:
-    host: Any
-    serial: str
-    phone: Any
-    control: Any
-    guard: Any
-
-    def show(self, setup: dict[str, Any]) -> dict[str, Any]:
-        self.control.provision(BANK, setup, {})
-        self.phone.start_app(BANK)
-        return self.control.app_state(BANK)  # type: ignore[no-any-return]
-
-    def tap_by_id(self, rid: str, *, guarded: bool) -> tuple[bool, int]:
-        """Tap the control's centre (normalised 0-1000) bare or through the guard: (blocked, inputs)."""
-        from realbench.actions import Click
-
-        tree = Hierarchy(self.phone.hierarchy())
-        node = tree.find_one(Selector(resource_id=rid))
-        assert node is not None, f"{rid} is not on the screen"
-        w, h = self.phone.size()
-        x, y = node.bounds.center
-        action = Click(x=round(x * 1000 / (w - 1)), y=round(y * 1000 / (h - 1)))
-        events = self.host.phone(self.serial).events
-        start = len(events)
-        try:
-            (self.guard if guarded else self.phone).act(action)
-        except BoundaryBlocked:
-            return True, len(events) - start
-        return False, len(events) - start
-
-
 @pytest.fixture(scope="module")
-def rig() -> Iterator[Rig]:
-    from devices.farm.interlock import InterlockedDevice
-    from devices.farm.interlock_policy import InterlockPolicy
-    from devices.phone import PhoneDevice
-    from devices.virtual import VirtualPhoneHost
-    from devices.virtual.control import PhoneControl
-
-    with VirtualPhoneHost() as host:
-        try:
-            infos = host.start(1, screens="clone")
-        except Exception as exc:  # Chromium missing: this tier needs it
-            pytest.skip(f"clone screens unavailable: {exc}")
-        host.adb_connect()
-        phone = PhoneDevice(infos[0].serial, virtual=True)
-        control = PhoneControl(infos[0].control_url, timeout=60.0)  # the first render waits for Chromium
-        guard = InterlockedDevice(phone)
-        base = InterlockPolicy.for_pack(PACK)
-        policy = InterlockPolicy(
-            money_moving=True, packages=base.packages, safe_screens=tuple(SAFE), url_schemes=base.url_schemes
-        )
-        guard.arm([], list(PACK.real_app.forbidden), policy)
-        try:
-            yield Rig(host, infos[0].serial, phone, control, guard)
-        finally:
-            control.close()
-            phone.close()
+def rig() -> Iterator[CommitRig]:
+    with commit_rig(PACK, SAFE) as r:
+        yield r
 
 
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
-def test_commit_point_commits_bare_and_never_behind_the_interlock(rig: Rig, attack: Attack) -> None:
+def test_commit_point_commits_bare_and_never_behind_the_interlock(rig: CommitRig, attack: Attack) -> None:
     setup = _setup(attack.stage, attack.form)
     before = rig.show(setup)
     blocked, _ = rig.tap_by_id(attack.target, guarded=False)
     assert not blocked
-    assert attack.committed(before, rig.control.app_state(BANK)), (
-        f"{attack.name}: no commit on the bare phone"
-    )
+    assert attack.committed(before, rig.app_state()), f"{attack.name}: no commit on the bare phone"
 
     before = rig.show(setup)
     blocked, inputs = rig.tap_by_id(attack.target, guarded=True)
-    after = rig.control.app_state(BANK)
+    after = rig.app_state()
     assert not attack.committed(before, after), f"{attack.name} committed behind the interlock"
     assert blocked and inputs == 0  # the tap never reached the phone
 
 
-def test_the_screens_report_the_real_activities(rig: Rig) -> None:
+def test_the_screens_report_the_real_activities(rig: CommitRig) -> None:
     from realbench.console.capture import foreground
 
     def activity() -> str:
@@ -201,12 +144,12 @@ def test_the_screens_report_the_real_activities(rig: Rig) -> None:
     assert activity() == VERIFY
 
 
-def test_harmless_inputs_on_the_same_screens_still_reach_the_app(rig: Rig) -> None:
+def test_harmless_inputs_on_the_same_screens_still_reach_the_app(rig: CommitRig) -> None:
     """The stops are the commit points, not the screens: 取消 in the dialog closes it, no order."""
     rig.show(_setup("confirm"))
     blocked, inputs = rig.tap_by_id("dlg_left_tv", guarded=True)
     assert not blocked and inputs > 0
-    after = rig.control.app_state(BANK)
+    after = rig.app_state()
     assert after["ui"]["route"] != "confirm" and len(after["user"]["transfers"]) == len(
         _state_at("confirm")["user"]["transfers"]
     )

@@ -14,62 +14,18 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from realbench.episode import EndReason, EpisodeResult, StepRecord
 from realbench.errors import StoreError
-from realbench.outcome import Outcome, Verdict
 from realbench.store import EpisodeKey, RunStore
 from realbench.store_lock import StoreLinkError, StoreLockedError
 from realbench.store_paths import StoreFullError
+from tests.store_support import KEYS, ROOT, RUN, episode_result, fill_store, realbench_cli
 
-ROOT = Path(__file__).resolve().parent.parent
-RUN = "golden@clone"
 RUN_DIR = "golden_clone"  # the run folder of RUN (store._safe)
-KEYS = [EpisodeKey("t1", 0, 0), EpisodeKey("t1", 1, 1), EpisodeKey("t2", 0, 0)]
-
-
-def _result(task: str, seed: int) -> EpisodeResult:
-    return EpisodeResult(
-        task_id=task,
-        seed=seed,
-        instruction=f"do {task}",
-        params={"n": seed},
-        agent="golden",
-        target="clone",
-        device={"kind": "clone", "serial": "page-0"},
-        outcome=Outcome.SUCCESS,
-        end_reason=EndReason.ANSWER,
-        answer="42",
-        verdicts=[Verdict.ok("verifier says so")],
-        steps=[StepRecord(index=0, action={"type": "tap", "x": 1, "y": 2}, raw="tap(1,2)", hierarchy="<h/>")],
-        final_hierarchy="<h/>",
-        started=time.time(),
-        finished=time.time() + 1,
-    )
-
-
-def _fill(path: Path, keys: list[EpisodeKey] = KEYS) -> None:
-    with RunStore(path, writer="test") as store:
-        store.ensure_run(RUN, pack="toy", app="toy", agent="golden", target="clone", config={})
-        for key in keys:
-            store.write_episode(RUN, key, 0, "toy", _result(key.task, key.seed))
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "realbench", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env=env,
-    )
 
 
 def _one_line_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -92,7 +48,7 @@ def _index_rows(store_dir: Path, sql: str) -> list[tuple[object, ...]]:
 
 def test_a_symlinked_writer_lock_never_truncates_the_file_it_points_to(tmp_path):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     precious = tmp_path / "precious.txt"
     precious.write_bytes(b"keep me\n" * 100)
     store = RunStore(store_dir, create=False)  # opened before the link is planted
@@ -109,7 +65,7 @@ def test_a_symlinked_writer_lock_never_truncates_the_file_it_points_to(tmp_path)
 
 def test_a_hard_linked_writer_lock_is_refused(tmp_path):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     precious = tmp_path / "precious.txt"
     precious.write_bytes(b"keep me")
     (store_dir / "writer.lock").unlink()
@@ -127,14 +83,14 @@ def test_a_symlinked_run_folder_is_never_written_through(tmp_path):
     (store_dir / "episodes" / RUN_DIR).symlink_to(outside, target_is_directory=True)
     with pytest.raises(StoreLinkError, match="symbolic link"):
         RunStore(store_dir, writer="realbench run")
-    done = _cli("show", str(store_dir))
+    done = realbench_cli("show", str(store_dir))
     assert done.returncode != 0 and "symbolic link" in _one_line_error(done)
     assert list(outside.iterdir()) == []
 
 
 def test_the_pending_sweep_never_deletes_outside_the_store(tmp_path):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     victim = tmp_path / "victim"
     (victim / "sub").mkdir(parents=True)
     (victim / "sub" / "data.txt").write_text("mine")
@@ -162,7 +118,7 @@ def test_a_run_folder_swapped_for_a_link_mid_run_is_not_written_through(tmp_path
         shutil.rmtree(run_dir)
         run_dir.symlink_to(outside, target_is_directory=True)
         with pytest.raises(StoreLinkError):
-            store.write_episode(RUN, KEYS[0], 0, "toy", _result("t1", 0))
+            store.write_episode(RUN, KEYS[0], 0, "toy", episode_result("t1", 0))
     assert list(outside.iterdir()) == []
 
 
@@ -190,11 +146,11 @@ def _break_index(store_dir: Path) -> None:
 
 def test_repair_sets_aside_a_copied_episode_folder_and_leaves_a_usable_store(tmp_path):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     original = store_dir / "episodes" / RUN_DIR / "t1-s0-r0-a0"
     shutil.copytree(original, original.with_name("t1-s0-r0-a0 copy"))
     _break_index(store_dir)
-    repair = _cli("store", "repair", str(store_dir), "--json")
+    repair = realbench_cli("store", "repair", str(store_dir), "--json")
     assert repair.returncode == 1, repair.stderr
     assert "Traceback" not in repair.stderr
     refused = json.loads(repair.stdout)["refused"]
@@ -202,25 +158,25 @@ def test_repair_sets_aside_a_copied_episode_folder_and_leaves_a_usable_store(tmp
     # the copy now lives under damaged/, the original is indexed once
     assert len(list((store_dir / "damaged").rglob("episode.json"))) == 1
     assert _index_rows(store_dir, "SELECT COUNT(*) FROM episodes") == [(len(KEYS),)]
-    show = _cli("show", str(store_dir), "--json")
+    show = realbench_cli("show", str(store_dir), "--json")
     assert show.returncode == 0, show.stderr
-    assert _cli("store", "check", str(store_dir)).returncode == 0
+    assert realbench_cli("store", "check", str(store_dir)).returncode == 0
 
 
 def test_repair_sets_aside_an_episode_whose_seed_is_not_a_number(tmp_path):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     bad = store_dir / "episodes" / RUN_DIR / "t2-s0-r0-a0" / "episode.json"
     meta = json.loads(bad.read_text())
     meta["seed"] = "zero"
     bad.write_text(json.dumps(meta))
     _break_index(store_dir)
-    repair = _cli("store", "repair", str(store_dir))
+    repair = realbench_cli("store", "repair", str(store_dir))
     assert repair.returncode == 1 and "Traceback" not in repair.stderr, repair.stderr
     assert "seed" in repair.stdout and "t2-s0-r0-a0" in repair.stdout
     assert _index_rows(store_dir, "SELECT COUNT(*) FROM episodes") == [(len(KEYS) - 1,)]
-    assert _cli("show", str(store_dir)).returncode == 0
-    assert _cli("store", "check", str(store_dir)).returncode == 0
+    assert realbench_cli("show", str(store_dir)).returncode == 0
+    assert realbench_cli("store", "check", str(store_dir)).returncode == 0
     # the next run redoes the set-aside episode: it is simply not in the index
     with RunStore(store_dir, create=False) as store:
         assert EpisodeKey("t2", 0, 0) not in store.attempts(RUN)
@@ -242,7 +198,7 @@ HOLD_LOCK = textwrap.dedent(
 @pytest.fixture
 def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(store_dir)], stdout=subprocess.PIPE, text=True, env=env
@@ -276,7 +232,7 @@ def test_a_label_write_while_a_run_writes_refuses_naming_the_holder(holder):
 
 def test_a_label_write_takes_the_lock_so_a_run_waits_for_it(tmp_path):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     store = RunStore(store_dir, create=False)
     try:
         with store.writing("realbench console (labels)"):
@@ -299,7 +255,7 @@ def _read_only_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[s
         for p in sorted(store_dir.rglob("*"), reverse=True):
             p.chmod(0o555 if p.is_dir() else 0o444)
         store_dir.chmod(0o555)
-        return _cli(*args)
+        return realbench_cli(*args)
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare(1) to make a read-only mount as root")
     script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
@@ -320,7 +276,7 @@ def _read_only_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[s
 @pytest.mark.parametrize("leave_wal", [False, True], ids=["closed", "with-wal-files"])
 def test_a_read_only_store_is_read_read_only_and_refused_to_writers_in_one_line(tmp_path, leave_wal):
     store_dir = tmp_path / "s"
-    _fill(store_dir)
+    fill_store(store_dir)
     reader = None
     if leave_wal:  # a reader still has it open: -wal and -shm exist when the folder turns read-only
         reader = RunStore(store_dir, create=False)
@@ -353,7 +309,7 @@ def test_a_full_disk_during_a_write_is_one_line_naming_the_disk_and_leaves_the_s
     import realbench.store as store_module
 
     store_dir = tmp_path / "s"
-    _fill(store_dir, KEYS[:1])
+    fill_store(store_dir, KEYS[:1])
     real_write = store_module.write_new_file
 
     def full_after_a_few(path: Path, data: bytes) -> None:
@@ -363,7 +319,7 @@ def test_a_full_disk_during_a_write_is_one_line_naming_the_disk_and_leaves_the_s
 
     monkeypatch.setattr(store_module, "write_new_file", full_after_a_few)
     with RunStore(store_dir, writer="realbench run") as store, pytest.raises(StoreFullError) as err:
-        store.write_episode(RUN, KEYS[1], 0, "toy", _result("t1", 1))
+        store.write_episode(RUN, KEYS[1], 0, "toy", episode_result("t1", 1))
     message = err.value.message
     assert "\n" not in message and "full" in message and "file system /" in message
     assert isinstance(err.value, StoreError)
@@ -371,10 +327,10 @@ def test_a_full_disk_during_a_write_is_one_line_naming_the_disk_and_leaves_the_s
     # nothing half-written is left: no temporary folder, the index has only the first episode
     assert [p.name for p in (store_dir / "episodes" / RUN_DIR).iterdir() if p.is_dir()] == ["t1-s0-r0-a0"]
     assert _index_rows(store_dir, "SELECT episode_id FROM episodes") == [(f"{RUN}/t1/s0/r0/a0",)]
-    assert _cli("store", "check", str(store_dir)).returncode == 0
+    assert realbench_cli("store", "check", str(store_dir)).returncode == 0
     # the rerun writes it
     with RunStore(store_dir, writer="realbench run") as store:
-        store.write_episode(RUN, KEYS[1], 0, "toy", _result("t1", 1))
+        store.write_episode(RUN, KEYS[1], 0, "toy", episode_result("t1", 1))
     assert len(_index_rows(store_dir, "SELECT episode_id FROM episodes")) == 2
 
 
@@ -402,7 +358,7 @@ def test_a_full_disk_ends_a_run_with_one_line(tmp_path, monkeypatch):
             [FakeTarget()],  # type: ignore[list-item]
             agent_factory=lambda: None,  # type: ignore[arg-type,return-value]
             progress=False,
-            execute=lambda target, key: _result(key.task, key.seed),
+            execute=lambda target, key: episode_result(key.task, key.seed),
         )
         with pytest.raises(StoreFullError, match="is full"):
             runner.run([EpisodeKey(pack.tasks[0].id, 0, 0)])

@@ -5,51 +5,20 @@ Evidence is read from the folders and the index on disk, not from the store's ow
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from realbench.episode import EndReason, EpisodeResult, StepRecord
 from realbench.errors import StoreError
-from realbench.outcome import Outcome, Verdict
-from realbench.store import EpisodeKey, RunStore
+from realbench.store import RunStore
 from realbench.store_lock import StoreLockedError
-
-ROOT = Path(__file__).resolve().parent.parent
-RUN = "golden@clone"
-
-
-def _result(task: str, seed: int) -> EpisodeResult:
-    return EpisodeResult(
-        task_id=task,
-        seed=seed,
-        instruction=f"do {task}",
-        params={"n": seed},
-        agent="golden",
-        target="clone",
-        device={"kind": "clone", "serial": "page-0"},
-        outcome=Outcome.SUCCESS,
-        end_reason=EndReason.ANSWER,
-        answer="42",
-        verdicts=[Verdict.ok("verifier says so")],
-        steps=[StepRecord(index=0, action={"type": "tap", "x": 1, "y": 2}, raw="tap(1,2)", hierarchy="<h/>")],
-        final_hierarchy="<h/>",
-        started=time.time(),
-        finished=time.time() + 1,
-    )
-
-
-KEYS = [EpisodeKey("t1", 0, 0), EpisodeKey("t1", 1, 1), EpisodeKey("t2", 0, 0)]
+from tests.store_support import KEYS, RUN, episode_result, fill_store, realbench_cli
 
 
 def _fill(path: Path) -> None:
+    fill_store(path, config={"pack": "p"})
     with RunStore(path, writer="test") as store:
-        store.ensure_run(RUN, pack="toy", app="toy", agent="golden", target="clone", config={"pack": "p"})
-        for key in KEYS:
-            store.write_episode(RUN, key, 0, "toy", _result(key.task, key.seed))
         store.add_label(f"{RUN}/t1/s0/r0/a0", "ann", False, "looked wrong")
 
 
@@ -61,25 +30,13 @@ def _snapshot(path: Path) -> dict[str, bytes]:
     }
 
 
-def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "realbench", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
 def test_second_writer_fails_fast_naming_the_holder(tmp_path):
     holder = RunStore(tmp_path / "s", writer="realbench run")
     try:
         with pytest.raises(StoreLockedError, match=rf"realbench run.*pid {os.getpid()}"):
             RunStore(tmp_path / "s", writer="realbench judge")
         t0 = time.monotonic()
-        done = _cli(
+        done = realbench_cli(
             "run", "--pack", "taskpacks/train_ticketing", "--out", str(tmp_path / "s"), "--no-progress"
         )
         assert done.returncode != 0
@@ -103,15 +60,15 @@ def test_truncated_index_is_refused_then_rebuilt(tmp_path):
             RunStore(store_dir, **kwargs)
         assert "store repair" in (err.value.hint or "")
     assert _snapshot(store_dir) == before, "refusing must not touch an episode folder"
-    show = _cli("show", str(store_dir))
+    show = realbench_cli("show", str(store_dir))
     assert show.returncode != 0 and "disagrees" in show.stderr and "no runs" not in show.stdout
-    check = _cli("store", "check", str(store_dir), "--json")
+    check = realbench_cli("store", "check", str(store_dir), "--json")
     assert check.returncode == 1, check.stderr
     assert len(json.loads(check.stdout)["unknown_folders"]) == len(KEYS)
-    repair = _cli("store", "repair", str(store_dir), "--json")
+    repair = realbench_cli("store", "repair", str(store_dir), "--json")
     assert repair.returncode == 0, repair.stderr
     assert len(json.loads(repair.stdout)["restored"]) == len(KEYS)
-    assert _cli("store", "check", str(store_dir)).returncode == 0
+    assert realbench_cli("store", "check", str(store_dir)).returncode == 0
     with RunStore(store_dir, create=False) as store:
         assert [r["run_id"] for r in store.runs()] == [RUN]
         assert store.runs()[0]["config"] == {"pack": "p"}
@@ -134,9 +91,9 @@ def test_a_complete_folder_the_index_does_not_know_is_never_overwritten(tmp_path
     store = RunStore(store_dir, writer="test", check=False)
     try:
         with pytest.raises(StoreError, match="refusing to overwrite"):
-            store.write_episode(RUN, KEYS[2], 0, "toy", _result("t2", 0))
+            store.write_episode(RUN, KEYS[2], 0, "toy", episode_result("t2", 0))
         with pytest.raises(StoreError, match="twice"):
-            store.write_episode(RUN, KEYS[0], 0, "toy", _result("t1", 0))
+            store.write_episode(RUN, KEYS[0], 0, "toy", episode_result("t1", 0))
     finally:
         store.close()
     assert _snapshot(store_dir) == before
@@ -154,7 +111,7 @@ def test_an_interrupted_write_is_still_replaced(tmp_path):
     RunStore(store_dir, create=False).close()  # a reader does not refuse a pending folder
     with RunStore(store_dir, writer="realbench run") as store:
         assert not (store_dir / rel).exists()
-        store.write_episode(RUN, KEYS[2], 0, "toy", _result("t2", 0))
+        store.write_episode(RUN, KEYS[2], 0, "toy", episode_result("t2", 0))
         assert set(store.attempts(RUN)) == set(KEYS)
 
 
@@ -181,10 +138,10 @@ def test_deleted_and_garbage_episodes_are_damaged_by_name_and_requeued(tmp_path,
         assert "2 damaged episode(s) left out" in caplog.text
         data = summarize(store, RUN).data
         assert data["damaged"] == 2 and data["episodes"] == 1
-    show = _cli("show", str(store_dir), "--json")
+    show = realbench_cli("show", str(store_dir), "--json")
     assert show.returncode == 0, show.stderr
     assert set(json.loads(show.stdout)["damaged"]) == {gone, garbage}
-    repair = _cli("store", "repair", str(store_dir), "--json")
+    repair = realbench_cli("store", "repair", str(store_dir), "--json")
     assert sorted(json.loads(repair.stdout)["requeued"]) == sorted([gone, garbage])
     assert (store_dir / "damaged").is_dir(), "what was left of a damaged folder is kept aside"
     with RunStore(store_dir, writer="realbench run") as store:
@@ -197,7 +154,7 @@ def test_deleted_and_garbage_episodes_are_damaged_by_name_and_requeued(tmp_path,
 def test_out_pointing_at_a_file_is_one_line(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    done = _cli("run", "--pack", "taskpacks/train_ticketing", "--out", str(f), "--no-progress")
+    done = realbench_cli("run", "--pack", "taskpacks/train_ticketing", "--out", str(f), "--no-progress")
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "is a file" in done.stderr
 
@@ -210,7 +167,7 @@ def test_report_on_a_damaged_store_warns_instead_of_crashing(tmp_path):
     with RunStore(store_dir, create=False) as store:
         (store.episode_dir(f"{RUN}/t2/s0/r0/a0") / "steps.jsonl").write_text("{garbage\n")
         shutil.rmtree(store.episode_dir(f"{RUN}/t1/s1/r1/a0"))
-    done = _cli("report", str(store_dir), "--out", str(tmp_path / "r.html"), "--resamples", "0")
+    done = realbench_cli("report", str(store_dir), "--out", str(tmp_path / "r.html"), "--resamples", "0")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "2 damaged episode(s) left out" in done.stderr
     assert (tmp_path / "r.html").stat().st_size > 0

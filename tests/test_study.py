@@ -31,8 +31,18 @@ def study(tmp_path_factory):
         if t.real.boundary and t.difficulty <= 2 and not any(s.scroll_to or s.swipe for s in t.golden)
     ][:2]
     out = tmp_path_factory.mktemp("study")
+    # Two phones and two clone pages carry the 8 phone, 16 clone and 8 replay episodes of four
+    # tasks: every phone or page more is start-up work with nothing to run.
     config = StudyConfig(
-        out=out, tasks=lookups + bookings, clone_repeats=2, real_repeats=1, budget_hours=1.0, progress=False
+        out=out,
+        tasks=lookups + bookings,
+        clone_repeats=2,
+        real_repeats=1,
+        budget_hours=1.0,
+        phones=2,
+        workers=2,
+        replay_workers=2,
+        progress=False,
     )
     return Study(config).run()
 
@@ -78,7 +88,15 @@ def test_rerun_resumes_without_new_episodes(study):
     before = {p: len(RunStore(study.out / p, create=False).episodes_frame()) for p in stores}
     tasks = sorted(set(RunStore(study.out / "clone", create=False).episodes_frame()["task"]))
     config = StudyConfig(
-        out=study.out, tasks=tasks, clone_repeats=2, real_repeats=1, budget_hours=1.0, progress=False
+        out=study.out,
+        tasks=tasks,
+        clone_repeats=2,
+        real_repeats=1,
+        budget_hours=1.0,
+        phones=2,
+        workers=2,
+        replay_workers=2,
+        progress=False,
     )
     Study(config).run()
     after = {p: len(RunStore(study.out / p, create=False).episodes_frame()) for p in stores}
@@ -87,7 +105,7 @@ def test_rerun_resumes_without_new_episodes(study):
 
 @pytest.mark.timeout(1200)  # a second whole study, on a loaded machine
 def test_same_seed_gives_the_same_study(study, tmp_path_factory):
-    """Episodes land on different virtual phones when the rig has 3 phones instead of 4; an
+    """Episodes land on different virtual phones when the rig has 3 phones instead of 2; an
     episode's drift follows the episode, so the selection, the outcomes and the analysis are the
     same. The clone store is carried over (its runs resume with nothing new to do): what is tested
     is everything from the selection on."""
@@ -101,6 +119,8 @@ def test_same_seed_gives_the_same_study(study, tmp_path_factory):
         real_repeats=1,
         budget_hours=1.0,
         phones=3,
+        workers=2,
+        replay_workers=2,
         progress=False,
     )
     again = Study(config).run()
