@@ -1,12 +1,15 @@
-"""Lab console: live-view frames per second and tap-to-visible latency on a virtual phone.
+"""Lab console: live-view frames per second and tap-to-visible latency on a virtual phone, with the
+live view fed by scrcpy's video and by the screenshot stream (its fallback).
 
-The live view is what the phone page runs: one screenshot request after another at 540 px width
-(`GET /api/phones/{serial}/screen?width=540`). Tap-to-visible is the time from sending a tap
+The live view is what the phone page runs: one frame request after another at 540 px width
+(`GET /api/phones/{serial}/screen?width=540`); with scrcpy each answer is the next decoded video
+frame (re-encoded as JPEG), else a fresh screenshot. `scrcpy_decoded_frames_per_s` is the video
+itself: frames a scrcpy client decodes per second at 720x1600 (the phone's 1080x2400 screen). Tap-to-visible is the time from sending a tap
 (`POST .../act`, through the pool's lease and the interlock) until a frame of that stream shows
 the screen changed (outside the status bar). The phone is a virtual phone (the ticket app's static
 placeholder screen) behind the real adb server: a test rig, not a phone.
 
-    python benchmarks/console.py [--seconds 10] [--taps 20] [--browser]
+    python benchmarks/console.py [--seconds 10] [--taps 20] [--browser] [--source scrcpy|screenshots|both]
 """
 
 from __future__ import annotations
@@ -52,20 +55,51 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
+def scrcpy_video_fps(serial: str, seconds: float) -> float:
+    """Frames per second a scrcpy client decodes from the phone at 720x1600."""
+    import adbutils
+
+    from devices.scrcpy_client import ClientOptions, ScrcpyClient
+
+    with ScrcpyClient(adbutils.adb.device(serial), ClientOptions(max_size=1600, max_fps=60)) as sc:
+        first = sc.wait_frame(0, timeout=15)
+        assert first is not None, sc.error
+        t0, f0 = time.perf_counter(), sc.frames
+        time.sleep(seconds)
+        return (sc.frames - f0) / (time.perf_counter() - t0)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--taps", type=int, default=20)
     ap.add_argument("--browser", action="store_true", help="also count the phone page's frames in Chromium")
+    ap.add_argument("--source", choices=["scrcpy", "screenshots", "both"], default="both")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, running_console(Path(tmp), phones=1, store=False) as c:
+    sources = ["scrcpy", "screenshots"] if args.source == "both" else [args.source]
+    results = [measure(args, source) for source in sources]
+    print(json.dumps(results, ensure_ascii=False, indent=1))
+
+
+def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        running_console(Path(tmp), phones=1, store=False, scrcpy=source == "scrcpy") as c,
+    ):
         serial = c.serials[0]
         base = f"{c.url}/api/phones/{serial}"
         client = httpx.Client(timeout=30)
         client.post(base + "/start", json={"package": TICKET})
         screen = f"{base}/screen?width={WIDTH}"
+        # the video alone, before the console starts its own session (two servers would share the CPU)
+        video_fps = scrcpy_video_fps(serial, args.seconds) if source == "scrcpy" else None
+        if source == "scrcpy":
+            # scrcpy confirms input only while the clipboard holds text: with a clip, the console's
+            # taps leave over the control socket (else over uiautomator, video still from scrcpy)
+            c.host.phone(serial).ui.clipboard = "benchmark clip"
         for _ in range(3):
-            client.get(screen)
+            served = client.get(screen).headers.get("x-frame-source")
+        assert served == source, f"the live view serves {served}, not {source}"
         # 1. frames per second of the live view
         t0, frames, sizes = time.perf_counter(), 0, []
         while time.perf_counter() - t0 < args.seconds:
@@ -106,6 +140,8 @@ def main() -> None:
             client.post(base + "/act", json={"type": "key", "key": "back"})
         stop.set()
         th.join(timeout=10)
+        # the phone's own input log says which path the console's input took
+        inputs_over_scrcpy = sum(1 for e in c.host.phone(serial).events.events() if e.source == "scrcpy")
         client.post(base + "/release", json={})
         # 3. the phone page itself in headless Chromium (its own frame counter)
         page_fps = None
@@ -123,8 +159,9 @@ def main() -> None:
                 time.sleep(args.seconds)
                 page_fps = (page.evaluate("window.rbFrames") - f0) / (time.perf_counter() - t0)
                 browser.close()
-    out = {
+    return {
         "machine": machine(),
+        "live_view_source": source,
         "live_view_width_px": WIDTH,
         "frames_per_s": round(fps, 1),
         "frame_kib_median": round(statistics.median(sizes) / 1024, 1),
@@ -132,9 +169,10 @@ def main() -> None:
         "tap_to_visible_ms_p95": round(1000 * pct(latencies, 0.95)),
         "act_request_ms_p50": round(1000 * pct(acts, 0.5)),
         "taps_seen": f"{len(latencies)}/{args.taps}",
+        "inputs_over_scrcpy": inputs_over_scrcpy,
         "page_frames_per_s": None if page_fps is None else round(page_fps, 1),
+        "scrcpy_decoded_frames_per_s_720x1600": None if video_fps is None else round(video_fps, 1),
     }
-    print(json.dumps(out, ensure_ascii=False, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Episode video on phones (`realbench run --video`): adbutils' screen recording around each episode.
 
 `VideoTarget` wraps a phone target: recording starts once the episode's setup is done and stops
-before the verdict (after the final screenshot), so the video shows what the agent did. adbutils
-records with `screenrecord` on the phone (or with scrcpy where the host has it) and pulls the MP4
-back; `with_video` attaches it to the episode's result, and the run store keeps it beside the
+before the verdict (after the final screenshot), so the video shows what the agent did. The phone's
+scrcpy server streams H.264 that is muxed into MP4 on the host (devices/scrcpy_recording.py); where
+scrcpy cannot start, adbutils records with `screenrecord` on the phone and pulls the MP4 back.
+`with_video` attaches the video to the episode's result, and the run store keeps it beside the
 steps as ``video.mp4``. A recording that fails never fails the episode: it is logged and the
 episode is kept without video.
 """
@@ -57,12 +58,26 @@ class PhoneRecording:
                 self.file.unlink()
 
 
+def start_recording(serial: str) -> PhoneRecording | Any:
+    """A recording of `serial`: scrcpy's stream, else (no server, a refused launch) screenrecord."""
+    import adbutils
+
+    from devices.scrcpy_client import ScrcpyUnavailable
+    from devices.scrcpy_recording import ScrcpyRecording
+
+    try:
+        return ScrcpyRecording(adbutils.adb.device(serial))
+    except ScrcpyUnavailable as exc:
+        log.info("recording %s with screenrecord: scrcpy is unavailable: %s", serial, exc.message)
+    return PhoneRecording(serial)
+
+
 class VideoTarget:
     """A phone target whose episodes are recorded (see the module docstring)."""
 
     def __init__(self, inner: Target) -> None:
         self.inner = inner
-        self._recording: PhoneRecording | None = None
+        self._recording: Any = None  # a ScrcpyRecording or a PhoneRecording
         self._video: bytes | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -74,7 +89,7 @@ class VideoTarget:
         self.inner.setup(instance)
         serial = self.inner.device.serial
         try:
-            self._recording = PhoneRecording(serial)
+            self._recording = start_recording(serial)
         except _adb_errors() as exc:
             log.warning("no video of this episode on %s: recording did not start: %s", serial, exc)
 

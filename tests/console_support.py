@@ -77,7 +77,9 @@ def console_pack(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def running_console(tmp: Path, *, phones: int = 2, store: bool = True) -> Iterator[RunningConsole]:
+def running_console(
+    tmp: Path, *, phones: int = 2, store: bool = True, scrcpy: bool = True
+) -> Iterator[RunningConsole]:
     with virtual_phones(phones, commit_screen={}) as (host, serials):
         specs = [
             PhoneSpec(serial=s, profile="generic-1080x2400", label=f"bench-{i}", virtual=True)
@@ -98,6 +100,7 @@ def running_console(tmp: Path, *, phones: int = 2, store: bool = True) -> Iterat
                     data_dir=tmp / "data",
                     pool=pool,
                     packs=[console_pack(tmp / "pack")],
+                    scrcpy=scrcpy,
                 ) as app,
                 serve_in_thread(app) as url,
             ):

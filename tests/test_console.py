@@ -271,7 +271,7 @@ def test_api_lists_phones_streams_screens_and_acts(live: RunningConsole) -> None
     after = httpx.get(f"{live.url}/api/phones/{serial}/screen?width=540", timeout=30)
     assert after.content != before.content
     vphone = live.host.phone(serial)
-    assert any(e.method == "click" for e in vphone.events.events())
+    assert any(e.kind == "tap" for e in vphone.events.events())  # over scrcpy or uiautomator
     # the console holds the phone through the pool: a run cannot lease it now
     assert httpx.get(live.url + "/api/phones?check=0", timeout=30).json()[0]["leased_by"] == "console"
     from devices.farm.pool import LeaseTimeout, PhonePool
@@ -436,7 +436,7 @@ def test_tap_through_the_page_changes_the_live_image_and_inspector_names_the_sel
     assert inspector.get_attribute("data-unique") == "true"
     assert "unique" in inspector.inner_text()
     before = _frame_image(page)
-    clicks = len([e for e in live.host.phone(serial).events.events() if e.method == "click"])
+    clicks = len([e for e in live.host.phone(serial).events.events() if e.kind == "tap"])
     page.mouse.click(x, y)
     page.wait_for_function("document.getElementById('message').textContent === 'sent click'", timeout=30_000)
     deadline = time.monotonic() + 30
@@ -445,7 +445,7 @@ def test_tap_through_the_page_changes_the_live_image_and_inspector_names_the_sel
             (e.method, e.x, e.y) for e in live.host.phone(serial).events.events()
         ][-4:]
         page.wait_for_timeout(100)
-    events = [e for e in live.host.phone(serial).events.events() if e.method == "click"]
+    events = [e for e in live.host.phone(serial).events.events() if e.kind == "tap"]
     assert len(events) == clicks + 1, [(e.method, e.kind) for e in live.host.phone(serial).events.events()][
         -5:
     ]
@@ -459,7 +459,7 @@ def test_tap_through_the_page_changes_the_live_image_and_inspector_names_the_sel
     page.mouse.move(x, y, steps=4)
     page.mouse.up()
     page.wait_for_function("document.getElementById('message').textContent === 'sent swipe'", timeout=30_000)
-    swipe = [e for e in live.host.phone(serial).events.events() if e.method == "swipe"][-1]
+    swipe = [e for e in live.host.phone(serial).events.events() if e.kind == "swipe"][-1]
     assert swipe.y is not None and swipe.y2 is not None and swipe.y - swipe.y2 > 300  # upward, in pixels
     assert not page.errors
     _post(live, f"/api/phones/{serial}/release", {})

@@ -96,6 +96,7 @@ class InputKind(StrEnum):
 class InputSource(StrEnum):
     JSONRPC = "jsonrpc"
     SHELL = "shell"
+    SCRCPY = "scrcpy"  # scrcpy's control socket (InputManager injection)
 
 
 class HitNode(BaseModel):

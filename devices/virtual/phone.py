@@ -31,6 +31,7 @@ from devices.virtual.model import (
     VirtualPhoneSpec,
 )
 from devices.virtual.phone_ui import PhoneUI
+from devices.virtual.scrcpy_server import ScrcpyServers, is_scrcpy_launch
 from devices.virtual.screen import ScreenSource, StaticAppScreen
 from devices.virtual.shell import Shell, is_uiautomator_launch
 from devices.virtual.sync_service import MemoryFS, serve_sync
@@ -74,6 +75,7 @@ class VirtualPhone:
         self.ui = PhoneUI(spec, self.faults, self.events, lambda pkg: self._screens(self, pkg))
         self.shell = Shell(self)
         self.uia = UiautomatorServer(self)
+        self.scrcpy = ScrcpyServers(self)
         self._ui_thread = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"{name}-ui"
         )
@@ -164,6 +166,8 @@ class VirtualPhone:
         if service.startswith("reverse:"):
             command = service[len("reverse:") :]
             return lambda stream: self._reverse(stream, command)
+        if service.startswith("localabstract:"):
+            return self.scrcpy.route(service)  # type: ignore[no-any-return]
         if service.startswith("tcp:"):
             port = service[len("tcp:") :].split(":")[-1]
             if self.uia_running and port == str(self.uia_port):
@@ -205,6 +209,9 @@ class VirtualPhone:
     async def _shell(self, stream: AdbStream, line: str) -> None:
         if is_uiautomator_launch(line):
             await self._run_uiautomator(stream, line)
+            return
+        if is_scrcpy_launch(line):
+            await self.scrcpy.launch(stream, line)
             return
         if shell_session.handles(line):
             await shell_session.serve_session(self, stream, line)

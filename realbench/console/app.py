@@ -209,8 +209,13 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
 
     async def api_screen(request: Request) -> Response:
         width = int(request.query_params.get("width", "0") or 0) or None
-        data = await _call(phones().frame, request.path_params["serial"], width)
-        return Response(data, media_type="image/jpeg", headers={"cache-control": "no-store"})
+        data, source = await _call(phones().live_frame, request.path_params["serial"], width)
+        headers = {
+            "cache-control": "no-store",
+            "x-frame-source": source.source,
+            "x-frame-note": source.note.encode("ascii", "replace").decode(),
+        }
+        return Response(data, media_type="image/jpeg", headers=headers)
 
     async def api_hierarchy(request: Request) -> Response:
         xml = await _call(phones().hierarchy, request.path_params["serial"])

@@ -42,6 +42,7 @@ def console_app(
     pool: Any = None,
     token: str | None = None,
     loopback: bool = True,
+    scrcpy: bool = True,
 ) -> Iterator[Any]:
     """The guarded ASGI app, with the rig's pool open for its lifetime. Tests pass `pool` (phones
     they started); the command passes `rig`."""
@@ -64,6 +65,7 @@ def console_app(
                 load_packs(packs),
                 confirmations=data_dir / "confirmations.jsonl",
                 secrets=pool.rig.secret_values(),
+                scrcpy=scrcpy,
             )
             stack.callback(phones.close)
             stop = threading.Event()
@@ -96,6 +98,7 @@ def console_command(
     data_dir: Path,
     packs: list[Path] | None,
     plans: list[Path] | None,
+    scrcpy: bool = True,
 ) -> None:
     import uvicorn
 
@@ -112,6 +115,7 @@ def console_command(
         plans=plans,
         token=token,
         loopback=is_loopback(host),
+        scrcpy=scrcpy,
     ) as app:
         log.warning("realbench console on http://%s:%d%s", host, port, " (token required)" if token else "")
         # Header deadline, header size and connection caps shared with every realbench server.

@@ -24,8 +24,10 @@ from typing import Any
 from devices.farm.interlock import InterlockedDevice
 from devices.farm.interlock_policy import InterlockPolicy
 from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid, persisted_status
+from devices.scrcpy_input import ScrcpyInputPhone
 from realbench.actions import Action, OpenApp, action_to_dict
 from realbench.console.selectors import choose_selector, describe_node, node_at
+from realbench.console.video import LiveVideo, VideoStatus
 from realbench.errors import BoundaryBlocked, ConfigError, DeviceError, RealbenchError
 from realbench.hierarchy import Hierarchy, Selector
 
@@ -74,7 +76,15 @@ def _stop_selectors(packs: list[Any]) -> tuple[list[Selector], list[Selector]]:
 
 
 class ConsolePhones:
-    def __init__(self, pool: PhonePool, packs: list[Any], *, confirmations: Path, secrets: list[str]) -> None:
+    def __init__(
+        self,
+        pool: PhonePool,
+        packs: list[Any],
+        *,
+        confirmations: Path,
+        secrets: list[str],
+        scrcpy: bool = True,
+    ) -> None:
         self.pool = pool
         self.boundary, self.forbidden = _stop_selectors(packs)
         # One policy for every pack the console knows: money-moving if any of them is.
@@ -84,6 +94,7 @@ class ConsolePhones:
         self._states: dict[str, _PhoneState] = {s: _PhoneState() for s in pool.serials}
         self._saved: dict[str, dict[str, Any]] = {}
         self._guard = threading.RLock()
+        self.video = LiveVideo(pool, enabled=scrcpy)
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -116,7 +127,10 @@ class ConsolePhones:
                     f"phone {serial} is leased by {holder or f'process {pid}'}; the console cannot drive it now",
                     hint=exc.hint,
                 ) from None
-            st.guarded = InterlockedDevice(self.pool.phone(serial), settle_s=OPERATOR_SETTLE_S)
+            # Touches and keys leave over scrcpy's control socket while its video is live: still
+            # only after the interlock has passed them.
+            inputs = ScrcpyInputPhone(self.pool.phone(serial), lambda: self.video.live(serial))
+            st.guarded = InterlockedDevice(inputs, settle_s=OPERATOR_SETTLE_S)
             st.guarded.arm(self.boundary, self.forbidden, self.policy)
             st.last_input = time.monotonic()
             return st.lease
@@ -138,6 +152,7 @@ class ConsolePhones:
     def close(self) -> None:
         for serial in list(self._states):
             self.release(serial)
+        self.video.close()
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -146,6 +161,16 @@ class ConsolePhones:
         w, _ = phone.size()
         scale = 1.0 if not width or width >= w else width / w
         return phone.screenshot_frame(scale=scale, quality=quality)
+
+    def live_frame(
+        self, serial: str, width: int | None = None, quality: int = 70
+    ) -> tuple[bytes, VideoStatus]:
+        """The live view's next frame: scrcpy's video, else a screenshot; and which it is."""
+        self._state(serial)
+        data = self.video.frame(serial, width, quality)
+        if data is None:
+            data = self.frame(serial, width, quality)
+        return data, self.video.status(serial)
 
     def hierarchy(self, serial: str, *, max_age_s: float = 0.0) -> str:
         st = self._state(serial)

@@ -59,6 +59,9 @@ function startPhone() {
       try {
         const r = await fetch(`${base}/screen?width=${width}&t=${Date.now()}`);
         if (r.ok) {
+          // scrcpy video, or the screenshot stream and why scrcpy is not in use
+          const note = r.headers.get("x-frame-note");
+          if (note) { const src = document.getElementById("source"); src.textContent = note; src.dataset.source = r.headers.get("x-frame-source") || ""; }
           const url = URL.createObjectURL(await r.blob());
           await new Promise((res) => { img.onload = res; img.onerror = res; const old = img.src; img.src = url; if (old) URL.revokeObjectURL(old); });
           window.rbFrames++;

@@ -1,0 +1,181 @@
+"""The console's live view over scrcpy, and operator input over scrcpy's control socket, on a
+virtual phone through Debian's adb server.
+
+The bank package shows a commit test screen (devices.virtual.commit_screens) whose pay button
+commits when tapped. The verdicts come from the virtual phone alone: the screen's own commit
+records and the phone's input log (each event names its source, `scrcpy` for the control socket).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from devices.farm.pool import PhonePool
+from devices.rig import PhoneSpec
+from devices.virtual.commit_screens import CommitTestScreen
+from devices.virtual.model import InputSource
+from realbench.actions import Key, KeyPress, action_to_dict
+from realbench.console.command import console_app
+from realbench.console.server import serve_in_thread
+from tests.console_support import CHROMIUM, CHROMIUM_ARGS, console_pack, console_rig
+from tests.farm_support import virtual_phones
+from tests.interlock_attacks import BANK, CANCEL, PAY, pay_screen, tap
+
+pytestmark = [pytest.mark.farm, pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb")]
+pytest.importorskip("av")
+adbutils = pytest.importorskip("adbutils")
+
+from devices.scrcpy_client import ClientOptions, ScrcpyClient  # noqa: E402
+
+
+@dataclass
+class Live:
+    url: str
+    host: Any
+    serial: str
+    pool: PhonePool
+    app: Any
+    screens: list[CommitTestScreen]
+
+    @property
+    def vphone(self) -> Any:
+        return self.host.phone(self.serial)
+
+    def install_pay_screen(self) -> None:
+        from devices.virtual.phone import static_screens
+
+        self.screens.clear()
+
+        def maker(phone: Any, package: str) -> Any:
+            if package != BANK:
+                return static_screens(phone, package)
+            screen = CommitTestScreen(
+                package, pay_screen("立即支付"), dumps_served=lambda: phone.dumps_served
+            )
+            self.screens.append(screen)
+            return screen
+
+        self.vphone.set_screens(maker)
+
+    def commits(self) -> list[Any]:
+        return [c for s in self.screens for c in s.commits]
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(f"{self.url}/api/phones/{self.serial}{path}", json=body, timeout=120)
+
+    def screen(self) -> httpx.Response:
+        return httpx.get(f"{self.url}/api/phones/{self.serial}/screen?width=540", timeout=60)
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    tmp = tmp_path_factory.mktemp("scrcpy-console")
+    with virtual_phones(1) as (host, serials):
+        spec = PhoneSpec(serial=serials[0], profile="generic-1080x2400", label="bench-0", virtual=True)
+        pool = PhonePool(console_rig(), [spec], virtual=True, lease_dir=tmp / "leases")
+        try:
+            # A clip on the phone: scrcpy confirms input only by answering GET_CLIPBOARD, which it
+            # does only while the clipboard holds text (else the console keeps uiautomator input).
+            host.phone(serials[0]).ui.clipboard = "realbench test clip"
+            with (
+                console_app(
+                    rig=None, stores=[], data_dir=tmp / "data", pool=pool, packs=[console_pack(tmp / "pack")]
+                ) as app,
+                serve_in_thread(app) as url,
+            ):
+                yield Live(url, host, serials[0], pool, app, [])
+        finally:
+            pool.close()
+
+
+def test_the_live_view_is_scrcpy_video(live: Live) -> None:
+    r = live.screen()
+    assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg"
+    assert r.headers["x-frame-source"] == "scrcpy", r.headers.get("x-frame-note")
+    assert r.headers["x-frame-note"] == "live video (scrcpy)"
+    assert live.vphone.scrcpy.sessions, "no scrcpy server runs on the phone"
+    session = next(iter(live.vphone.scrcpy.sessions.values()))
+    sent = session.frames_sent
+    assert live.screen().headers["x-frame-source"] == "scrcpy"
+    assert session.frames_sent > sent  # frames keep coming from the phone's server
+
+
+def test_a_control_socket_tap_on_a_commit_control_does_not_commit(live: Live) -> None:
+    # the trap works: the same tap straight over a scrcpy control socket commits
+    live.install_pay_screen()
+    dev = adbutils.adb.device(live.serial)
+    dev.shell(["am", "force-stop", BANK])
+    dev.shell(["monkey", "-p", BANK, "1"])
+    px, py = (PAY[0] + PAY[2]) // 2, (PAY[1] + PAY[3]) // 2
+    with ScrcpyClient(dev, ClientOptions(max_size=1600)) as straight:
+        straight.tap(*straight.to_video(px, py, (1080, 2400)))
+        deadline = time.monotonic() + 10
+        while not live.commits() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert live.commits(), "the pay button did not commit over an unguarded control socket"
+
+    # through the console (its input leaves over its own scrcpy session), nothing reaches the phone
+    live.install_pay_screen()
+    assert live.post("/start", {"package": BANK}).status_code == 200
+    assert live.screen().headers["x-frame-source"] == "scrcpy"
+    events = live.vphone.events
+    before = len(events)
+    r = live.post("/act", {"action": action_to_dict(tap(PAY))})
+    assert r.status_code == 409, r.text
+    assert not live.commits(), live.commits()
+    assert len(events) == before, events.events(before)
+
+    # what the guard allows does travel over the control socket: a tap on Cancel, and BACK
+    assert live.post("/act", {"action": action_to_dict(tap(CANCEL))}).status_code == 200
+    assert live.post("/act", {"action": action_to_dict(KeyPress(key=Key.BACK))}).status_code == 200
+    sent = events.events(before)
+    assert sent and all(e.source is InputSource.SCRCPY for e in sent), [(e.source, e.method) for e in sent]
+    cx, cy = (CANCEL[0] + CANCEL[2]) // 2, (CANCEL[1] + CANCEL[3]) // 2
+    assert any(e.kind == "tap" and abs(e.x - cx) < 12 and abs(e.y - cy) < 12 for e in sent), sent
+    assert not live.commits()
+    live.post("/release", {})
+
+
+def test_the_screenshot_stream_is_the_fallback_and_says_why(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from realbench.console.video import LiveVideo
+
+    monkeypatch.setattr("devices.scrcpy_client.CONNECT_TIMEOUT_S", 1.5)
+    # a console whose client asks for a server version the phone refuses
+    video = LiveVideo(live.pool, ClientOptions(server_version="9.9"))
+    try:
+        assert video.frame(live.serial, 540, 70) is None
+        status = video.status(live.serial)
+        assert status.source == "screenshots" and "never answered" in status.note
+        assert video.live(live.serial) is None
+    finally:
+        video.close()
+
+
+@pytest.mark.browser
+def test_the_phone_page_plays_scrcpy_video(live: Live) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Debian chromium is not installed at /usr/bin/chromium")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{live.url}/phone/{live.serial}")
+            page.wait_for_function("window.rbFrames >= 10", timeout=30_000)
+            assert page.locator("#source").inner_text() == "live video (scrcpy)"
+            assert page.locator("#source").get_attribute("data-source") == "scrcpy"
+            assert not errors
+        finally:
+            browser.close()
