@@ -184,3 +184,32 @@ def test_logged_out_mine_and_login_page_use_the_script_forms() -> None:
     edits = [d.node for d in r.nodes if d.node.class_name == "android.widget.EditText"]
     assert [e.short_id for e in edits[:2]] == ["usernameinput", "passwordinput"]
     assert r.find(Selector(text="登录", class_name=BUTTON)).node.clickable
+
+
+def test_passenger_management_rows_delete_and_next_follow_the_ordering_script() -> None:
+    r = _runner()
+    _tap(r, resource_id="ticket_home_bottom_bar_mine")
+    _tap(r, text="常用乘车人")
+    assert r.find(Selector(resource_id="h5_title")).node.text == "乘车人"
+    boxes = [d.node for d in r.nodes if d.node.class_name == "android.widget.CheckBox"]
+    assert len(boxes) == len(r.state["user"]["passengers"])
+    assert all(re.match(r"\S+，(成人|儿童|学生)，\S+", b.text) for b in boxes)
+    other = next(p for p in r.state["user"]["passengers"] if not p.get("self"))
+    _tap(r, text_contains=f"{other['name']}，", class_name="android.widget.CheckBox")
+    assert r.route == "passenger_edit"
+    assert r.find(Selector(text="下一步", class_name=BUTTON)).node.resource_id.endswith("save_passenger")
+    assert r.find(Selector(resource_id="h5_bt_text")).node.text == "删除"
+    _tap(r, resource_id="h5_bt_text")
+    # the question is the native 温馨提示 dialog whose body the script matches; 取消 keeps the passenger
+    assert r.find(Selector(resource_id="title")).node.text == "温馨提示"
+    assert "确定要删除联系人吗" in r.find(Selector(resource_id="content")).node.text
+    _tap(r, resource_id="cancel")
+    assert any(p["id"] == other["id"] for p in r.state["user"]["passengers"])
+    _tap(r, resource_id="h5_bt_text")
+    _tap(r, resource_id="sure")
+    assert all(p["id"] != other["id"] for p in r.state["user"]["passengers"])
+    # the account holder's own row has nothing to delete
+    assert r.route == "passengers"
+    me = next(p for p in r.state["user"]["passengers"] if p.get("self"))
+    _tap(r, text_contains=f"{me['name']}，", class_name="android.widget.CheckBox")
+    assert r.route == "passenger_edit" and not _has(r, resource_id="h5_bt_text")

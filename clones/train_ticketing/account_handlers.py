@@ -84,6 +84,16 @@ class AccountHandlers:
         state["ui"]["form"]["p_phone"] = p["phone"]
         navigate(state, "passenger_edit", pid=p["id"], ptype=p["ptype"])
 
+    def _ask_delete_passenger(self, state: State, ev: UIEvent) -> None:
+        """删除 asks first in the app's native 温馨提示 dialog, with the body the ordering script matches."""
+        state["ui"]["dialog"] = {
+            "kind": "tip",
+            "text": "确定要删除联系人吗？",
+            "cancel": "取消",
+            "sure_ev": "confirm_delete_passenger",
+            "arg": ev.arg,
+        }
+
     def _confirm_delete_passenger(self, state: State, ev: UIEvent) -> None:
         booking.delete_passenger(state, str(ev.arg))
         state["ui"]["dialog"] = None

@@ -302,7 +302,7 @@ class TrainTicketing(SearchHandlers, BookingHandlers, OrderHandlers, AccountHand
             "set_ptype": self._set_ptype,
             "save_passenger": self._save_passenger,
             "edit_passenger": self._edit_passenger,
-            "delete_passenger": self._ask("delete_passenger"),
+            "delete_passenger": self._ask_delete_passenger,
             "confirm_delete_passenger": self._confirm_delete_passenger,
             # messages and settings
             "open_message": self._open_message,
