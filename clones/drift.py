@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from clones.flow_interruptions import FlowInterruption, FlowScreen, flow_interruptions_of
 from clones.interruptions import Interruption, interruptions_of
 from realbench.errors import UnknownNameError
 
@@ -54,6 +55,8 @@ class Drift(BaseModel):
     layout_shift_px: int = Field(default=0, ge=0, le=400)
     # the real app's own pop-ups (clones/interruptions.py), by name, shown after the generic ones
     interruptions: list[str] = Field(default_factory=list)
+    # the real app's interruptions that answer a step (clones/flow_interruptions.py), by name
+    flow: list[str] = Field(default_factory=list)
     latency_ms: int = Field(default=0, ge=0, le=10_000)
     data_seed: int | None = None
 
@@ -75,7 +78,16 @@ class Drift(BaseModel):
 
 # --- named profiles ----------------------------------------------------------------------------
 
-DRIFT_PROFILES: tuple[str, ...] = ("none", "mild", "heavy", "relabel", "layout", "ads", "interruptions")
+DRIFT_PROFILES: tuple[str, ...] = (
+    "none",
+    "mild",
+    "heavy",
+    "relabel",
+    "layout",
+    "ads",
+    "interruptions",
+    "flow",
+)
 # One kind of drift each (relabel, layout, ads): what fidelity measurement must tell apart.
 LAYOUT_SHIFT_PX = 48
 ADS_COUNTDOWN_S = 30
@@ -107,6 +119,9 @@ def drift_profile(name: str, *, seed: int = 0, clone: Clone | None = None) -> Dr
     if name == "interruptions":
         names = [i.name for i in interruptions_of(clone.name).values()] if clone is not None else []
         return Drift(name=name, seed=seed, interruptions=names)
+    if name == "flow":
+        flow = list(flow_interruptions_of(clone.name)) if clone is not None else []
+        return Drift(name=name, seed=seed, flow=flow)
     if name == "ads":
         # a long countdown, so the ad is still up when a screen is captured or observed
         return Drift(name=name, seed=seed, launch_ad=True, ad_countdown_s=ADS_COUNTDOWN_S)
@@ -158,24 +173,44 @@ class DriftScreen:
     pending: list[str] = field(default_factory=list)
     ad_shown_at: float | None = None
     catalogue: dict[str, Interruption] = field(default_factory=dict)
+    flow_catalogue: dict[str, FlowInterruption] = field(default_factory=dict)
+    flow: FlowScreen | None = None
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.drift.interruptions if n not in self.catalogue]
         if unknown:
             raise UnknownNameError("interruption", unknown[0], sorted(self.catalogue))
+        unknown = [n for n in self.drift.flow if n not in self.flow_catalogue]
+        if unknown:
+            raise UnknownNameError("flow interruption", unknown[0], sorted(self.flow_catalogue))
+        if self.drift.flow:
+            self.flow = FlowScreen(list(self.drift.flow), self.flow_catalogue)
 
     def arm(self) -> None:
         self.pending = self.drift.overlays()
         self.ad_shown_at = None
+        if self.flow is not None:
+            self.flow.arm()
 
     @property
     def active(self) -> str | None:
-        return self.pending[0] if self.pending else None
+        if self.pending:
+            return self.pending[0]
+        return self.flow.active(time.monotonic()) if self.flow is not None else None
+
+    def intercepts(self, event: str) -> bool:
+        """True when a flow interruption answers `event` in its place (the clone must not receive it)."""
+        return self.flow is not None and not self.pending and self.flow.intercepts(event)
+
+    def after(self, event: str, route: str) -> None:
+        """The clone handled `event` and shows `route`: a flow interruption waiting for that comes up."""
+        if self.flow is not None:
+            self.flow.after(event, route)
 
     def dismiss(self, which: str | None = None) -> bool:
         """Close the front overlay (or the named one). Returns False when nothing was open."""
         if not self.pending:
-            return False
+            return self.flow.dismiss(which) if self.flow is not None else False
         if which is None or which == self.pending[0]:
             self.pending.pop(0)
         else:
@@ -191,11 +226,12 @@ class DriftScreen:
 
     def overlay_html(self, app_title: str, now: float | None = None) -> str:
         """The HTML of the front overlay ('' when none), expiring the ad when its countdown is over."""
-        while self.active == Overlay.LAUNCH_AD and self.ad_remaining(now) == 0:
+        while self.pending and self.pending[0] == Overlay.LAUNCH_AD and self.ad_remaining(now) == 0:
             self.dismiss(Overlay.LAUNCH_AD)
-        overlay = self.active
+        overlay = self.pending[0] if self.pending else None
         if overlay is None:
-            return ""
+            flow = self.flow.active(time.monotonic() if now is None else now) if self.flow else None
+            return self.flow_catalogue[flow].markup if flow is not None else ""
         if overlay in self.catalogue:
             return self.catalogue[overlay].markup
         if overlay == Overlay.LAUNCH_AD:

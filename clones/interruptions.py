@@ -100,6 +100,12 @@ TRAIN_TICKETING: tuple[Interruption, ...] = (
     ),
 )
 
+# The notice a public CCB script waits for after login and dismisses, matched there by its whole text.
+ID_EXPIRY_TEXT = (
+    "尊敬的客户，您在我行存留的身份证件即将到期，为避免影响您办理业务，"
+    "请尽快到建行手机银行、网上银行或网点等渠道更新信息。"
+)
+
 BANK: tuple[Interruption, ...] = (
     Interruption(
         "ccb_start_dialog",
@@ -121,6 +127,56 @@ BANK: tuple[Interruption, ...] = (
             "检测到您的设备正在使用VPN，可能存在安全风险。",
             [("退出", "btn_exit_vpn"), ("知晓风险，继续使用", "btn_vpn_continue")],
         ),
+    ),
+    Interruption(
+        "ccb_float_window",
+        "[script] a floating window on the home closed by the view close (termux_control remove_float_win)",
+        # a small card at the screen's edge, not a modal: the home stays usable around it
+        f'<div class="rb-float" id="rb_ccb_float_window" role="note">'
+        f'<div class="rb-float-art" aria-label="活动入口">龙支付</div>'
+        f'<button class="rb-corner-close" id="close" aria-label="关闭" data-ev="{_DISMISS}" '
+        f'data-arg="ccb_float_window">×</button></div>',
+    ),
+    Interruption(
+        "ccb_bankcard_prompt",
+        "[script] a dialog with a node whose text is exactly 是否需要向银行卡, closed by btn_cancel "
+        "(termux_control remove_float_win); the rest of its wording and its other button are guesses",
+        f'<div class="modal" id="rb_ccb_bankcard_prompt"><div class="dialog" role="dialog">'
+        f'<div class="dialog-title">温馨提示</div>'
+        f'<div class="dialog-body"><div class="rb-line">是否需要向银行卡</div>'
+        f'<div class="rb-line">绑定的手机号发送动账通知？</div></div>'
+        f'<div class="dialog-actions">{_button("取消", "btn_cancel", "ccb_bankcard_prompt")}'
+        f"{_button('去开通', 'btn_bankcard_go', 'ccb_bankcard_prompt')}</div></div></div>",
+    ),
+    Interruption(
+        "ccb_id_expiry",
+        "[script] the ID-expiry notice (its whole text) closed by btn_cancel (termux_control login); "
+        "its title and the other button are guesses",
+        _dialog(
+            "ccb_id_expiry",
+            "温馨提示",
+            ID_EXPIRY_TEXT,
+            [("取消", "btn_cancel"), ("去更新", "btn_id_update")],
+        ),
+    ),
+    Interruption(
+        "ccb_update",
+        "[rules] an update dialog: text with 新版本 inside dialog_content_scroll, dlg_left_tv 取消 and "
+        "dlg_right_tv 去更新 (GKD)",
+        f'<div class="modal" id="rb_ccb_update"><div class="dialog" role="dialog">'
+        f'<div class="dialog-title">版本更新</div>'
+        f'<div class="dialog-body scroll" id="dialog_content_scroll"><div class="rb-line">'
+        f"发现新版本，更新后可体验更多功能。</div></div>"
+        f'<div class="dialog-actions">{_button("取消", "dlg_left_tv", "ccb_update")}'
+        f"{_button('去更新', 'dlg_right_tv', 'ccb_update')}</div></div></div>",
+    ),
+    Interruption(
+        "ccb_storage_permission",
+        "[rules] a storage-permission dialog: tv_dlg_content containing 存储, closed by dlg_left_tv (GKD)",
+        f'<div class="modal" id="rb_ccb_storage_permission"><div class="dialog" role="dialog">'
+        f'<div class="dialog-body" id="tv_dlg_content">为保存电子回单，需要获取存储权限。</div>'
+        f'<div class="dialog-actions">{_button("取消", "dlg_left_tv", "ccb_storage_permission")}'
+        f"{_button('去设置', 'btn_storage_go', 'ccb_storage_permission')}</div></div></div>",
     ),
 )
 

@@ -67,6 +67,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from clones.base import Clone, State, UIEvent, clone_names, diff, get_clone
 from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_drift, shift_html
+from clones.flow_interruptions import flow_interruptions_of
 from clones.interruptions import interruptions_of
 from clones.screen import screen_html
 from realbench.errors import CloneError, ConfigError, RealbenchError, ServerError
@@ -208,7 +209,11 @@ class Session:
 
     def __post_init__(self) -> None:
         if self.drift is not None and not self.drift.is_none:
-            self.overlays = DriftScreen(self.drift, catalogue=interruptions_of(self.clone.name))
+            self.overlays = DriftScreen(
+                self.drift,
+                catalogue=interruptions_of(self.clone.name),
+                flow_catalogue=flow_interruptions_of(self.clone.name),
+            )
         self.reset_to(self.state)
 
     def reset_to(self, state: State) -> None:
@@ -231,6 +236,11 @@ class Session:
         if event.name == DRIFT_EVENT:
             self.version += 1  # an overlay that already closed (e.g. the ad timed out)
             return
+        if self.overlays is not None and self.overlays.intercepts(event.name):
+            # a drift error dialog answers the event in its place: the clone never receives it
+            self.state["ui"]["form"].update(event.form)
+            self.version += 1
+            return
         work = _working_copy(self.state)
         try:
             self.clone.handle(work, event)
@@ -239,6 +249,8 @@ class Session:
             self.state["ui"]["toast"] = exc.message
         else:
             self.state = work
+            if self.overlays is not None:
+                self.overlays.after(event.name, str(work.get("ui", {}).get("route", "")))
         self.version += 1
 
 

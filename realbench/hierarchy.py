@@ -224,8 +224,11 @@ class Selector(BaseModel):
     and nothing else is loosened. ``text_pattern`` is for long row strings: `*` stands for any run
     of characters, the rest is literal, whitespace is ignored on both sides and the whole text must
     match (`{train}次列车*从{from}出发*`). ``resource_id`` matches the full id or the part after
-    ``:id/``. ``nth`` picks among several matches (negative counts from the end). ``evidence`` says
-    what backs the selector (see `realbench.evidence`); it never takes part in matching.
+    ``:id/``. ``inside`` keeps only nodes with an ancestor it matches: ``{inside: {resource_id:
+    grid_function}}`` alone is every node in that container, so ``nth: 0`` is its first child — the
+    form public scripts reach a list's first item in (an XPath ``…/grid_function/*[1]``). ``nth``
+    picks among several matches (negative counts from the end). ``evidence`` says what backs the
+    selector (see `realbench.evidence`); it never takes part in matching.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -238,6 +241,7 @@ class Selector(BaseModel):
     content_desc: str | None = None
     class_name: str | None = None
     clickable: bool | None = None
+    inside: Selector | None = None
     nth: int = 0
     evidence: Evidence | None = None
 
@@ -253,6 +257,7 @@ class Selector(BaseModel):
                 self.resource_id,
                 self.content_desc,
                 self.class_name,
+                self.inside,
             )
         ):
             raise ValueError(
@@ -286,17 +291,21 @@ class Selector(BaseModel):
             return False
         if self.class_name is not None and node.class_name != self.class_name:
             return False
-        return not (self.clickable is not None and node.clickable != self.clickable)
+        if self.clickable is not None and node.clickable != self.clickable:
+            return False
+        return self.inside is None or any(self.inside.matches(a) for a in node.ancestors())
 
     def format(self, params: dict[str, object]) -> Selector:
         """Fill ``{name}`` placeholders in the string fields from task parameters."""
         from realbench.templating import render
 
-        update = {
+        update: dict[str, object] = {
             k: render(v, params)
             for k, v in self.model_dump().items()
             if isinstance(v, str) and k != "text_regex"
         }
+        if self.inside is not None:
+            update["inside"] = self.inside.format(params)
         return self.model_copy(update=update)
 
     def __str__(self) -> str:

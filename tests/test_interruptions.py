@@ -30,6 +30,15 @@ EVIDENCED = {
     "tt_announcement": ["iv_tip_close", "关闭公告"],
     "ccb_start_dialog": ["close", "tip_view_pager"],
     "ccb_vpn_risk": ["知晓风险，继续使用"],
+    # public scripts match these (termux_control): the whole texts and the ids they tap
+    "ccb_float_window": ["close"],
+    "ccb_bankcard_prompt": ["是否需要向银行卡", "btn_cancel"],
+    "ccb_id_expiry": [
+        "尊敬的客户，您在我行存留的身份证件即将到期，为避免影响您办理业务，请尽快到建行手机银行、网上银行或网点等渠道更新信息。",
+        "btn_cancel",
+    ],
+    "ccb_update": ["dialog_content_scroll", "dlg_left_tv", "取消", "dlg_right_tv", "去更新"],
+    "ccb_storage_permission": ["tv_dlg_content", "dlg_left_tv"],
 }
 
 
@@ -53,7 +62,7 @@ def test_every_interruption_carries_the_evidenced_ids_and_texts() -> None:
         package = get_clone(clone_name).package
         for item in items:
             assert set(EVIDENCED[item.name]) <= _facts(item.markup, package), item.name
-            assert item.evidence.startswith("[rules]")
+            assert item.evidence.startswith(("[rules]", "[script]"))
 
 
 @pytest.mark.parametrize("clone_name", sorted(CATALOGUE))
