@@ -23,7 +23,7 @@ from clones.base import Clone, State, UIEvent
 from clones.screen import SCREEN_CLOSE, SCREEN_OPEN, screen_html
 from realbench.actions import Key
 from realbench.errors import CloneError
-from realbench.hierarchy import Node, Selector
+from realbench.hierarchy import Node, Selector, read_as_shown
 from realbench.outcome import Verdict
 from realbench.taskpack import PlanStep, ReadAnswer, Task, TaskInstance, TypeStep
 from realbench.templating import render
@@ -379,12 +379,11 @@ class DomPlanRunner:
 
     def read(self, spec: ReadAnswer) -> str:
         node = self.find(spec.read).node
-        text = node.text or node.content_desc
-        if spec.regex:
-            m = re.search(spec.regex, text)
-            if not m:
-                raise PlanStepError(f"answer regex {spec.regex!r} does not match {text!r}")
-            return m.group(1) if m.groups() else m.group(0)
+        text = read_as_shown(node.text or node.content_desc, spec.regex)
+        if text is None:
+            raise PlanStepError(
+                f"answer regex {spec.regex!r} does not match {node.text or node.content_desc!r}"
+            )
         return text
 
     def step(self, step: PlanStep) -> None:

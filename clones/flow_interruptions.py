@@ -77,7 +77,11 @@ TRAIN_TICKETING: tuple[FlowInterruption, ...] = (
         "app, 订单处理中 for 20-60 s before 立即支付 (fs#61014897233); the layout is a guess",
         f'<div class="modal" id="rb_tt_order_queue"><div class="dialog" role="status">'
         f'<div class="dialog-title">{QUEUE_TEXTS[0]}</div>'
-        f'<div class="dialog-body">{QUEUE_TEXTS[1]}，请耐心等待</div></div></div>',
+        f'<div class="dialog-body">{QUEUE_TEXTS[1]}，请耐心等待</div>'
+        # the page ends the wait itself (runtime.js counts [data-countdown] down), as the app does
+        # when the seat is held: a phone's page only asks the server for a screen after an input
+        f'<span aria-hidden="true" data-countdown="{QUEUE_S}" data-ev="{_DISMISS}" '
+        f'data-arg="tt_order_queue"></span></div></div>',
         events=("submit_order", "confirm_submit"),
         when=When.AFTER,
         route="order_pay",

@@ -8,7 +8,6 @@ executed, against whatever the screen shows then.
 from __future__ import annotations
 
 import logging
-import re
 from collections import deque
 
 from realbench.actions import (
@@ -26,7 +25,7 @@ from realbench.actions import (
 )
 from realbench.agent import AgentStep, HistoryItem
 from realbench.errors import RealbenchError
-from realbench.hierarchy import Hierarchy, Node, Selector, fold_spacing
+from realbench.hierarchy import Hierarchy, Node, Selector, read_as_shown
 from realbench.observation import Observation
 from realbench.taskpack import PlanStep, ReadAnswer, SwipeDirection, TaskInstance, TypeStep
 from realbench.templating import render
@@ -202,11 +201,7 @@ class GoldenAgent:
         node = self._find(spec.read, hierarchy)
         if node is None:
             raise PlanError(f"no control matches {spec.read.format(self.params)} to read the answer from")
-        # Read as a person reads it: a letter-spaced train number (`G 7 0 0 4`) is `G7004`.
-        text = fold_spacing(node.text or node.content_desc)
-        if spec.regex:
-            m = re.search(spec.regex, text)
-            if not m:
-                raise PlanError(f"answer text {text!r} does not match {spec.regex!r}")
-            text = m.group(1) if m.groups() else m.group(0)
+        text = read_as_shown(node.text or node.content_desc, spec.regex)
+        if text is None:
+            raise PlanError(f"answer text {node.text or node.content_desc!r} does not match {spec.regex!r}")
         return text

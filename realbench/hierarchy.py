@@ -34,6 +34,19 @@ def fold_spacing(text: str) -> str:
     return _SPACED_RUN.sub(lambda m: _SPACE.sub("", m.group(0)), text)
 
 
+def read_as_shown(text: str, regex: str | None) -> str | None:
+    """An answer read off a node's text as a person reads it (a letter-spaced `G 7 0 0 4` is
+    `G7004`), cut by the task's regex (its first group, else the whole match); None when the
+    regex does not match. The golden runner and the browser-free plan runner both read this way."""
+    text = fold_spacing(text)
+    if not regex:
+        return text
+    m = re.search(regex, text)
+    if m is None:
+        return None
+    return m.group(1) if m.groups() else m.group(0)
+
+
 @functools.lru_cache(maxsize=16384)
 def strip_spacing(text: str) -> str:
     """The text without any whitespace (what `text_pattern` compares)."""
