@@ -1,35 +1,43 @@
-"""Clone environments as a verl agent loop (``AgentLoopBase``): one episode per sample, played on
-the rollout service through the async client, prompted by realbench's own prompt builder.
+"""Clone environments as a verl agent loop: `RealbenchAgentLoop` subclasses verl's own
+``AgentLoopBase``, is registered with verl's ``register`` as ``realbench_clone`` and returns verl's
+``AgentLoopOutput``, one episode per sample, played on the rollout service through the async
+client and prompted by realbench's own prompt builder.
 
 Per turn: the messages come from `realbench.agents.prompt.build_messages` (what `realbench run`
-sends), the verl server manager generates from their token ids (the processor expands the image
-tokens), the reply goes to the environment as raw model text in the format's syntax, and the
-environment's next screenshot becomes the next user turn. The tokens the model wrote have mask 1,
-the environment's turns mask 0, and the episode's return is the sample's reward score.
+sends); verl's Continuous Token builder turns the first prompt into token ids through the
+processor (image tokens expanded) and appends each later environment turn as a token delta, so the
+model's own tokens are kept exactly as generated. verl's server manager generates; the reply goes
+to the environment as raw model text in the format's syntax, and the environment's next screenshot
+becomes the next user turn. Model tokens have mask 1, the environment's turns mask 0, and the
+episode's return is the sample's reward score.
 
 Only the UI-TARS layout (one growing conversation, `PromptLayout.TURNS`) makes an episode one
 token sequence; the Qwen mobile_use layout rebuilds its prompt every step, so with it a sample is
 one step (``max_turns=1``).
 
-verl itself needs Ray, a GPU inference server and its own config tree; where it is not installed,
-`AgentLoopBase` and `AgentLoopOutput` below are stand-ins with verl's documented shapes (labelled
-as such), so the episode logic can run and be tested on a CPU against a scripted server manager.
-
-verl config (the ``realbench`` block is read by `RealbenchAgentLoop`):
+Settings (`EpisodeSettings`) come from the ``realbench`` key of the agent-loop registry entry
+(examples/verl_agent_loop.yaml) or, failing that, a ``realbench`` block of the trainer config;
+each dataset row's ``extra_info`` names ``pack`` and optionally ``task_id`` and ``seed``.
 
     actor_rollout_ref.rollout.agent.agent_loop_config_path: examples/verl_agent_loop.yaml
-    realbench: {service_url: http://127.0.0.1:8770, format: ui-tars, max_turns: 8, short_side: 448}
 """
 
 from __future__ import annotations
 
 import io
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
-from pydantic import BaseModel
+from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel, ConfigDict
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
+from verl.utils.profiler import simple_timer
 
 from devices.rl.async_client import AsyncRemoteEnv, AsyncRolloutClient
 from realbench.agents.formats import ActionFormat, get_format
@@ -41,41 +49,15 @@ from realbench.observation import Screenshot
 
 log = logging.getLogger(__name__)
 
-try:  # pragma: no cover - exercised only where verl is installed (GPU machines)
-    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
-
-    VERL_AVAILABLE = True
-except ImportError:
-    VERL_AVAILABLE = False
-
-    class AgentLoopOutput(BaseModel):  # type: ignore[no-redef]
-        """STAND-IN for verl's AgentLoopOutput (verl is not installed here): the fields this adapter fills."""
-
-        prompt_ids: list[int]
-        response_ids: list[int]
-        response_mask: list[int]
-        response_logprobs: list[float] | None = None
-        multi_modal_data: dict[str, Any] | None = None
-        reward_score: float | None = None
-        num_turns: int = 0
-        metrics: dict[str, Any] = {}
-        extra_fields: dict[str, Any] = {}
-
-    class AgentLoopBase:  # type: ignore[no-redef]
-        """STAND-IN for verl's AgentLoopBase (verl is not installed here)."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            pass
-
-    def register(name: str) -> Any:  # type: ignore[no-redef]
-        def keep(cls: Any) -> Any:
-            return cls
-
-        return keep
+AGENT_NAME = "realbench_clone"
 
 
-@dataclass
-class EpisodeSettings:
+class EpisodeSettings(BaseModel):
+    """How `RealbenchAgentLoop` plays an episode; unknown keys are refused so a typo in the verl
+    config fails at start-up rather than silently falling back to a default."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
     service_url: str
     format: str = "ui-tars"
     max_turns: int = 8
@@ -83,66 +65,90 @@ class EpisodeSettings:
     images: ImagePolicy | None = None
 
 
-@dataclass
-class _Turns:
-    """The growing token sequence of one episode."""
+class _Pictures:
+    """PIL images by data URL: the same screenshot is the same object in every message list, so
+    the append-only check compares identities instead of decoding pixels again."""
 
-    prompt_ids: list[int] = field(default_factory=list)
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._by_url: dict[str, Any] = {}
+
+    def get(self, image: PreparedImage) -> Any:
+        url = image.data_url
+        if url not in self._by_url:
+            from PIL import Image
+
+            with Image.open(io.BytesIO(image.data)) as img:
+                self._by_url[url] = img.convert("RGB")
+        return self._by_url[url]
+
+    def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """OpenAI image_url parts as verl's image blocks (the PIL image inside the block)."""
+        out = []
+        for m in messages:
+            content = m["content"]
+            if isinstance(content, list):
+                content = [self._part(p) for p in content]
+            out.append({"role": m["role"], "content": content})
+        return out
+
+    def _part(self, part: dict[str, Any]) -> dict[str, Any]:
+        if part.get("type") != "image_url":
+            return part
+        url = part["image_url"]["url"]
+        return {"type": "image", "image": self._by_url[url]}
 
 
-def _pil(image: PreparedImage) -> Any:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(image.data)) as img:
-        return img.convert("RGB")
-
-
-def _processor_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Image URLs as processor image placeholders (the PIL images travel beside them)."""
-    out = []
-    for m in messages:
-        content = m["content"]
-        if isinstance(content, list):
-            content = [{"type": "image"} if p.get("type") == "image_url" else p for p in content]
-        out.append({"role": m["role"], "content": content})
-    return out
+def _settings(block: Any, trainer_config: Any) -> EpisodeSettings:
+    if block is None and trainer_config is not None and hasattr(trainer_config, "get"):
+        block = trainer_config.get("realbench")
+    if block is None:
+        raise ConfigError(
+            "verl config has no `realbench` settings",
+            hint="give the agent-loop entry a `realbench:` mapping (examples/verl_agent_loop.yaml)",
+        )
+    if isinstance(block, EpisodeSettings):
+        return block
+    if isinstance(block, DictConfig):
+        block = OmegaConf.to_container(block, resolve=True)
+    return EpisodeSettings.model_validate(dict(block))
 
 
-class CloneEpisodeRunner:
-    """One episode on the rollout service, generated through a verl-style server manager."""
+def _extra_info(kwargs: dict[str, Any]) -> dict[str, Any]:
+    raw = kwargs.get("extra_info")
+    container: Any = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else raw
+    extra: dict[str, Any] = dict(container or {})
+    if "pack" not in extra:
+        raise ConfigError(
+            "a realbench_clone dataset row needs extra_info.pack",
+            hint="rows: agent_name=realbench_clone, extra_info={pack, task_id, seed}",
+        )
+    return extra
 
-    def __init__(self, settings: EpisodeSettings, server_manager: Any, processor: Any) -> None:
-        self.settings = settings
-        self.fmt: ActionFormat = get_format(settings.format)
-        if self.fmt.layout is not PromptLayout.TURNS and settings.max_turns > 1:
+
+@register(AGENT_NAME)
+class RealbenchAgentLoop(AgentLoopBase):
+    """verl's agent loop over realbench clone environments (see the module docstring)."""
+
+    def __init__(self, *args: Any, realbench: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.settings = _settings(realbench, self.config)
+        self.fmt: ActionFormat = get_format(self.settings.format)
+        if self.fmt.layout is not PromptLayout.TURNS and self.settings.max_turns > 1:
             raise ConfigError(
-                f"format {settings.format} rebuilds its prompt every step, so an episode is not one token sequence",
+                f"format {self.settings.format} rebuilds its prompt every step, so an episode is not one token sequence",
                 hint="use max_turns=1 with it (one step per sample), or a UI-TARS format for whole episodes",
             )
-        self.policy = settings.images or self.fmt.image_policy()
-        self.server_manager = server_manager
-        self.processor = processor
+        self.policy = self.settings.images or self.fmt.image_policy()
+        self.response_length = int(self.rollout_config.response_length)
 
-    def _ids(
-        self, messages: list[dict[str, Any]], images: list[Any], *, generation_prompt: bool
-    ) -> list[int]:
-        text = self.processor.apply_chat_template(
-            _processor_messages(messages), add_generation_prompt=generation_prompt, tokenize=False
-        )
-        encoded = self.processor(text=[text], images=images or None, return_tensors=None)
-        ids = encoded["input_ids"][0]
-        return [int(i) for i in ids]
-
-    async def run(
-        self, *, sampling_params: dict[str, Any], task_id: str | None, seed: int, pack: str
-    ) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        extra = _extra_info(kwargs)
+        task_id = extra.get("task_id")
+        seed = int(extra.get("seed", kwargs.get("index", 0)))
         async with AsyncRolloutClient(self.settings.service_url, image="bytes") as client:
             env = await client.make(
-                pack=pack,
-                task_id=task_id,
+                pack=str(extra["pack"]),
+                task_id=None if task_id is None else str(task_id),
                 action_format=self.settings.format,
                 short_side=self.settings.short_side,
             )
@@ -151,82 +157,112 @@ class CloneEpisodeRunner:
             finally:
                 await env.close()
 
+    def _screen(self, obs: dict[str, Any]) -> PreparedImage:
+        return prepare_image(Screenshot.from_bytes(bytes(obs["screenshot"])), self.policy)
+
     async def _episode(
         self, env: AsyncRemoteEnv, sampling_params: dict[str, Any], seed: int
     ) -> AgentLoopOutput:
         obs, info = await env.reset(seed=seed)
         instruction = info["instruction"]
-        earlier: list[PromptStep] = []
-        pictures: list[Any] = []
-        turns = _Turns()
-        episode_return, done, n = 0.0, False, 0
         window = max(self.settings.max_turns + 1, self.fmt.default_image_window())
-        while not done and n < self.settings.max_turns:
-            current = prepare_image(Screenshot.from_bytes(bytes(obs["screenshot"])), self.policy)
-            pictures.append(_pil(current))
-            messages = build_messages(self.fmt, instruction, earlier, current, image_window=window)
-            ids = self._ids(messages, pictures, generation_prompt=True)
-            if not turns.prompt_ids:
-                turns.prompt_ids = ids
-            else:
-                # what the environment added since the model's last token: masked out of the loss
-                seen = turns.prompt_ids + turns.response_ids
-                if ids[: len(seen)] != seen:
-                    raise ConfigError("the conversation did not grow by appending; cannot form one sequence")
-                added = ids[len(seen) :]
-                turns.response_ids += added
-                turns.response_mask += [0] * len(added)
-                turns.logprobs += [0.0] * len(added)
-            output = await self.server_manager.generate(
-                request_id=uuid4().hex, prompt_ids=ids, sampling_params=sampling_params, image_data=pictures
-            )
-            reply_ids = list(output.token_ids)
-            turns.response_ids += reply_ids
-            turns.response_mask += [1] * len(reply_ids)
-            turns.logprobs += list(output.log_probs or [0.0] * len(reply_ids))
-            text = self.processor.tokenizer.decode(reply_ids, skip_special_tokens=True)
-            obs, reward, terminated, truncated, info = await env.step(text)
-            episode_return += float(reward)
-            earlier.append(PromptStep(index=n, action=None, image=current, said=text))
-            done = bool(terminated or truncated)
-            n += 1
-        return AgentLoopOutput(
-            prompt_ids=turns.prompt_ids,
-            response_ids=turns.response_ids,
-            response_mask=turns.response_mask,
-            response_logprobs=turns.logprobs,
-            multi_modal_data={"images": pictures},
-            reward_score=episode_return,
-            num_turns=2 * n,
-            metrics={},
-            extra_fields={"outcome": info.get("outcome"), "steps": n, "success": bool(info.get("success"))},
+        pictures = _Pictures()
+        earlier: list[PromptStep] = []
+        current = self._screen(obs)
+        images = [pictures.get(current)]
+        messages = pictures.messages(
+            build_messages(self.fmt, instruction, earlier, current, image_window=window)
         )
+        self._assert_mm_supported(True)
+        prompt_ids = await self.ct_build_initial_tokens(messages, images=list(images))
 
-
-@register("realbench_clone")
-class RealbenchAgentLoop(AgentLoopBase):
-    """verl's agent loop over realbench clone environments (see the module docstring)."""
-
-    def __init__(self, *args: Any, server_manager: Any = None, processor: Any = None, **kwargs: Any) -> None:
-        settings = kwargs.pop("realbench", None)
-        super().__init__(*args, server_manager=server_manager, processor=processor, **kwargs)
-        if settings is None:
-            config = getattr(self, "config", None)
-            block = config.get("realbench") if config is not None and hasattr(config, "get") else None
-            if block is None:
-                raise ConfigError(
-                    "verl config has no `realbench` block", hint="see devices/rl/verl_adapter.py"
+        # one request id per episode: verl routes every turn to the same server (prefix cache)
+        request_id = uuid4().hex
+        runtime = list(prompt_ids)
+        mask: list[int] = []
+        logprobs: list[float] | None = None
+        timing: dict[str, float] = {}
+        turn_scores: list[float] = []
+        env_turns, steps, stopped_by = 0, 0, "max_turns"
+        while steps < self.settings.max_turns:
+            with simple_timer("generate_sequences", timing):
+                output = await self.server_manager.generate(
+                    request_id=request_id,
+                    prompt_ids=runtime,
+                    sampling_params=sampling_params,
+                    image_data=list(images),
+                    mm_processor_kwargs=self._get_mm_processor_kwargs(),
                 )
-            settings = dict(block)
-        if not isinstance(settings, EpisodeSettings):
-            settings = EpisodeSettings(**dict(settings))
-        self.runner = CloneEpisodeRunner(settings, server_manager, processor)
+            if steps == 0 and output.log_probs:
+                logprobs = []
+            merged, mask, logprobs = await self.ct_merge_assistant_token(
+                runtime,
+                list(output.token_ids),
+                mask,
+                logprobs,
+                assistant_logprobs=list(output.log_probs) if logprobs is not None else None,
+            )
+            runtime = merged.token_ids
+            text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+            with simple_timer("tool_calls", timing):
+                obs, reward, terminated, truncated, info = await env.step(text)
+            turn_scores.append(float(reward))
+            earlier.append(PromptStep(index=steps, action=None, image=current, said=text))
+            steps += 1
+            if terminated or truncated:
+                stopped_by = "environment"
+                break
+            if len(mask) >= self.response_length:
+                stopped_by = "response_length"
+                break
+            if steps >= self.settings.max_turns:
+                break
+            # the environment's turn: its tokens go in with mask 0
+            current = self._screen(obs)
+            pictures.get(current)
+            updated = pictures.messages(
+                build_messages(self.fmt, instruction, earlier, current, image_window=window)
+            )
+            if updated[: len(messages)] != messages:
+                raise ConfigError(
+                    "the conversation did not grow by appending; cannot form one token sequence",
+                    hint="the image window must keep every screenshot of the episode",
+                )
+            merged, new_mask, new_logprobs = await self.ct_merge_context_msg(
+                updated[: len(messages) + 1], updated, runtime, mask, logprobs
+            )
+            if len(new_mask) >= self.response_length:
+                # a screenshot cannot be cut in half: stop before the turn that does not fit
+                stopped_by = "response_length"
+                break
+            runtime, mask, logprobs, messages = merged.token_ids, new_mask, new_logprobs, updated
+            images.append(pictures.get(current))
+            env_turns += 1
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        extra = dict(kwargs.get("extra_info") or {})
-        return await self.runner.run(
-            sampling_params=sampling_params,
-            task_id=extra.get("task_id"),
-            seed=int(extra.get("seed", kwargs.get("index", 0))),
-            pack=str(extra["pack"]),
+        response_ids = runtime[len(prompt_ids) :]
+        cut = self.response_length
+        log.debug("episode of %d steps ended by %s", steps, stopped_by)
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[:cut],
+            response_mask=mask[:cut],
+            response_logprobs=logprobs[:cut] if logprobs is not None else None,
+            multi_modal_data={"images": images},
+            mm_processor_kwargs=self._get_mm_processor_kwargs(),
+            reward_score=sum(turn_scores),
+            # the first user turn, each reply and each environment turn
+            num_turns=1 + steps + env_turns,
+            metrics=AgentLoopMetrics(
+                generate_sequences=timing.get("generate_sequences", 0.0),
+                tool_calls=timing.get("tool_calls", 0.0),
+            ),
+            extra_fields={
+                # verl keeps these two keys in every batch, whichever loop made a sample
+                "turn_scores": turn_scores,
+                "tool_rewards": [],
+                "outcome": info.get("outcome"),
+                "steps": steps,
+                "success": bool(info.get("success")),
+                "stopped_by": stopped_by,
+            },
         )
