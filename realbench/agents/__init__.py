@@ -4,7 +4,8 @@
 Spec values: ``golden`` (the task's plan), ``openai`` (a model behind an OpenAI-compatible
 endpoint; needs base_url and model), ``synthetic:NAME`` (a labelled synthetic policy, see
 `realbench.agents.synthetic`), ``replay:STORE[#RUN_ID]`` (the actions of a stored run's episodes,
-see `realbench.replay_agent.StoredEpisodeAgent`).
+see `realbench.replay_agent.StoredEpisodeAgent`), ``policy:DIR`` (an element-policy checkpoint
+written by `realbench train`, see `realbench.agents.policy`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from realbench.agents.client import ChatClient, ChatEndpoint
     from realbench.taskpack import TaskPack
 
-AGENT_SPECS = ("golden", "openai", "synthetic:NAME", "replay:STORE")
+AGENT_SPECS = ("golden", "openai", "synthetic:NAME", "replay:STORE", "policy:DIR")
 DEFAULT_FORMAT = "qwen-mobile"
 
 _clients: dict[str, ChatClient] = {}
@@ -72,6 +73,10 @@ def make_agent(
         from realbench.agents.synthetic import SyntheticPolicy
 
         return SyntheticPolicy(spec.split(":", 1)[1], seed=seed)
+    if spec.startswith("policy:"):
+        from realbench.agents.policy import PolicyAgent
+
+        return PolicyAgent(spec.split(":", 1)[1], seed=seed)
     if spec.startswith("replay:"):
         from realbench.replay_agent import StoredEpisodeAgent
 
