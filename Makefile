@@ -16,7 +16,7 @@ DEMO_OUT ?= out/demo
 # pay off even on two cores; more cores get more, up to four. PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: setup system venv demo test lint typecheck pytest certify-all clean
+.PHONY: setup system venv demo test lint typecheck pytest certify-all train-example clean
 
 setup: system venv
 
@@ -37,7 +37,7 @@ venv: $(STAMP)
 # added a download and a reinstall to every fresh setup.
 $(STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[dev,ray,train]'
+	$(PIP) -e '.[dev,ray,train,verl]'
 	@touch $(STAMP) $(BASE_STAMP)
 
 # A venv that `make setup` completed since pyproject.toml last changed already has the package.
@@ -66,6 +66,19 @@ test: setup lint typecheck pytest
 # 2 cores); `make test` certifies a stratified subset of them. Exits 1 when a task fails to certify.
 certify-all: setup
 	$(PY) benchmarks/certify_all.py
+
+# A small element policy trained by RL on the toy clone, browser-free (a few minutes on 2 cores; needs
+# the train extra): the untrained base, the trained checkpoint and a summary (docs/rl.md).
+TRAIN_EXAMPLE ?= out/train-example
+TRAIN_EXAMPLE_ARGS := --pack toy --tasks buy-item --envs 8 --batch-tasks 1 --seed 0
+TRAIN_EXAMPLE_UPDATES := 20
+
+train-example: venv
+	$(VENV)/bin/realbench train $(TRAIN_EXAMPLE_ARGS) --updates 0 --out $(TRAIN_EXAMPLE)/base --no-progress
+	$(VENV)/bin/realbench train $(TRAIN_EXAMPLE_ARGS) --updates $(TRAIN_EXAMPLE_UPDATES) --out $(TRAIN_EXAMPLE)/trained
+	$(PY) -c 'import json, pathlib; c = json.loads(pathlib.Path("$(TRAIN_EXAMPLE)/trained/policy.json").read_text()); \
+	pathlib.Path("$(TRAIN_EXAMPLE)/summary.json").write_text(json.dumps({k: c[k] for k in ("pack", "tasks", "updates", "seed")}, indent=2) + "\n")'
+	@cat $(TRAIN_EXAMPLE)/summary.json
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
