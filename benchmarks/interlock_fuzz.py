@@ -118,7 +118,13 @@ def finding(v: Verdict) -> dict[str, Any]:
 # --- the packs' golden plans through the guard ----------------------------------------------------
 
 
-def golden_false_blocks(mode: str, out: Path) -> dict[str, Any]:
+def golden_false_blocks(
+    mode: str,
+    out: Path,
+    only_pack: str | None = None,
+    shard: tuple[int, int] = (0, 1),
+    only_tasks: list[str] | None = None,
+) -> dict[str, Any]:
     """The real golden plans of both packs, run by certify (setup and plan through the armed guard)
     on a virtual phone showing the clones. A block before the plan's commit boundary — in setup, at
     any step but a boundary task's last tap, or in a task without a boundary — is a false block."""
@@ -130,7 +136,7 @@ def golden_false_blocks(mode: str, out: Path) -> dict[str, Any]:
     from devices.virtual import VirtualPhoneHost
     from realbench.taskpack import load_pack
 
-    packs = {name: load_pack(path) for name, path in PACKS.items()}
+    packs = {name: load_pack(path) for name, path in PACKS.items() if only_pack in (None, name)}
     fixtures = {a.app: a.fixture for a in VIRTUAL.accounts}
     if mode == "sample":
         subset = stratified_subset((p, fixtures[p.real_app.package]) for p in packs.values())
@@ -139,7 +145,10 @@ def golden_false_blocks(mode: str, out: Path) -> dict[str, Any]:
         ids = {
             name: [t.id for t in runnable_tasks(p, fixtures[p.real_app.package])] for name, p in packs.items()
         }
-    report: dict[str, Any] = {"mode": mode, "packs": {}, "false_blocks": 0, "blocks": []}
+    # one shard of each pack's tasks (every n-th from the k-th): runs in parallel processes add up
+    k, n = shard
+    ids = {name: [t for t in tasks[k::n] if not only_tasks or t in only_tasks] for name, tasks in ids.items()}
+    report: dict[str, Any] = {"mode": mode, "packs": {}, "false_blocks": 0, "blocks": [], "shard": f"{k}/{n}"}
     t0 = time.perf_counter()
     with VirtualPhoneHost() as host:
         phone = host.start(1, screens="clone", drift="none")[0]
@@ -202,6 +211,11 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--e2e", type=int, default=0, help="cases also run through the adb server")
     parser.add_argument("--golden", choices=("none", "sample", "all"), default="none")
+    parser.add_argument("--golden-pack", help="run the golden plans of this pack only")
+    parser.add_argument(
+        "--golden-shard", default="0/1", help="K/N: every N-th task from the K-th (parallel processes)"
+    )
+    parser.add_argument("--golden-task", action="append", help="run the golden plan of this task only")
     parser.add_argument("--findings", type=Path, help="append the commits behind the guard here (Markdown)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
@@ -227,7 +241,10 @@ def main() -> int:
             report["e2e"] = e2e_sample(args.seed, args.e2e, args.start)
     if args.golden != "none":
         with tempfile.TemporaryDirectory(prefix="fuzz-golden-") as tmp, quiet_guard_logs():
-            report["golden"] = golden_false_blocks(args.golden, Path(tmp))
+            k, n = (int(v) for v in args.golden_shard.split("/"))
+            report["golden"] = golden_false_blocks(
+                args.golden, Path(tmp), args.golden_pack, (k, n), args.golden_task
+            )
     report["machine_before"] = before
     report["machine_after"] = machine_facts()
     report["wall_s"] = round(time.perf_counter() - t0, 1)

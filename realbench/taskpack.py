@@ -447,9 +447,11 @@ class SafeScreen(_Strict):
     when: Selector | list[Selector]
     allow: list[SafeInput] = Field(default_factory=list)
     # The controls the screen is known to have, by resource id (`payee_p*`: a prefix, for rows drawn
-    # from the account's data). When given, a touch must land on one of them, or on a control
-    # without an id that shows text (a dialog's buttons): an unknown control is not touched.
-    controls: list[str] = Field(default_factory=list)
+    # from the account's data), or by a selector where the real app's control has no known id (a
+    # grid's first item: `{inside: {resource_id: grid_function}, nth: 0}`). When given, a touch
+    # must land on one of them, or on a control without an id that shows text (a dialog's
+    # buttons): an unknown control is not touched.
+    controls: list[str | Selector] = Field(default_factory=list)
 
     @property
     def markers(self) -> list[Selector]:

@@ -12,7 +12,7 @@ undumped window, a dialog that appears after the guard looked, a safe-screen mar
 an *input* (tap inside / on the edge / in the slop, long press, double tap, swipe ending on the
 control or sliding through it, ENTER, a typed newline, a typed PIN, keys, launching another app, a
 deep link) and a *path* that carries it (the agent's device, a recipe setup step, the logged-in
-probe's steps, a certify golden step).
+probe's steps, a certify golden step, the lab console's guard armed with every pack's policy).
 
 `run_case(case, guarded=...)` runs it on a fresh in-process virtual phone
 (`devices.virtual.composed_phone`): unguarded, straight to the phone; guarded, through a
@@ -154,12 +154,16 @@ INPUT_WEIGHTS = {
     **dict.fromkeys(("enter", "newline", "pin", "safe_tap"), 2),
     **dict.fromkeys(("keys", "launch", "deep_link", "safe_type"), 1),
 }
-PATHS = ("agent", "recipe", "probe", "certify")
-PATH_WEIGHTS = (0.55, 0.2, 0.1, 0.15)
-# What each path can send: an agent any action; a recipe taps, types, keys, launches and deep
-# links; the probe's steps and a certify golden step here tap a control named by a selector.
+PATHS = ("agent", "recipe", "probe", "certify", "console")
+PATH_WEIGHTS = (0.5, 0.18, 0.09, 0.13, 0.1)
+# Paths that send actions (the console's HTTP API sends what an operator clicks or types).
+ACTION_PATHS = ("agent", "console")
+# What each path can send: an agent or the console any action; a recipe taps, types, keys,
+# launches and deep links; the probe's steps and a certify golden step here tap a control named by
+# a selector.
 PATH_INPUTS: dict[str, tuple[str, ...]] = {
     "agent": tuple(i for i in INPUTS if i != "deep_link"),
+    "console": tuple(i for i in INPUTS if i != "deep_link"),
     "recipe": ("tap_inside", "safe_tap", "newline", "pin", "keys", "launch", "deep_link", "safe_type"),
     "probe": ("tap_inside", "safe_tap"),
     "certify": ("tap_inside", "safe_tap"),
@@ -534,8 +538,9 @@ def make_case(seed: int, index: int) -> FuzzCase:
     labels_key = "bank" if pack_name == "attack-suite" else pack_name
     label = _pick(rng, COMMIT_LABELS[locale][labels_key])
     path = PATHS[int(rng.choice(len(PATHS), p=PATH_WEIGHTS))]
-    if pack_name == "attack-suite" and path == "probe":
-        path = "recipe"  # the probe arms the guard with its pack's own policy, not the suite's
+    if pack_name == "attack-suite" and path in ("probe", "console"):
+        # the probe and the console arm the guard with the packs' own policies, not the suite's
+        path = "recipe" if path == "probe" else "agent"
     inputs = PATH_INPUTS[path]
     weights = np.array([INPUT_WEIGHTS[i] for i in inputs], dtype=float)
     input_form = inputs[int(rng.choice(len(inputs), p=weights / weights.sum()))]
@@ -632,10 +637,10 @@ def _touch_case(rng: np.random.Generator, case: FuzzCase) -> None:
     if form == "safe_tap":
         selector = Selector(text="取消")
         case.label, case.label_form = "取消", "plain"
-    if case.path != "agent" and selector is None:
+    if case.path not in ACTION_PATHS and selector is None:
         case.extras.append(f"no selector names this control: the agent's path instead of {case.path}")
         case.path = "agent"
-    if case.path != "agent":
+    if case.path not in ACTION_PATHS:
         assert selector is not None
         case.steps = [_tap_step(case.path, selector)]
         return
@@ -755,10 +760,10 @@ def _key_case(rng: np.random.Generator, case: FuzzCase) -> None:
         case.steps = [KeyPress(key=Key.ENTER)]
     elif form == "newline":
         text = _pick(rng, ["100\n", "100\r", "88.5\n", "\n", "250\r\n"])
-        case.steps = [Type(text=text)] if case.path == "agent" else [_type_step(text)]
+        case.steps = [Type(text=text)] if case.path in ACTION_PATHS else [_type_step(text)]
     else:
         amount = _pick(rng, ["100", "88.50", "1000"])
-        case.steps = [Type(text=amount)] if case.path == "agent" else [_type_step(amount)]
+        case.steps = [Type(text=amount)] if case.path in ACTION_PATHS else [_type_step(amount)]
 
 
 def _type_step(text: str) -> Any:
@@ -825,7 +830,7 @@ def _pin_case(rng: np.random.Generator, case: FuzzCase) -> None:
         return ScreenSpec(copy.deepcopy(nodes), commit_on=frozenset({Gesture.TEXT}))
 
     case.screens = {case.package: screen}
-    case.steps = [Type(text=PIN)] if case.path == "agent" else [_type_step(PIN)]
+    case.steps = [Type(text=PIN)] if case.path in ACTION_PATHS else [_type_step(PIN)]
 
 
 def _keys_case(rng: np.random.Generator, case: FuzzCase) -> None:
@@ -839,9 +844,9 @@ def _keys_case(rng: np.random.Generator, case: FuzzCase) -> None:
 
     case.screens = {case.package: screen}
     key = _pick(rng, [Key.BACK, Key.HOME, Key.RECENT])
-    if key is Key.RECENT:
+    if key is Key.RECENT and case.path not in ACTION_PATHS:
         case.path = "agent"  # recipes have back and home steps only
-    if case.path == "agent":
+    if case.path in ACTION_PATHS:
         case.steps = [KeyPress(key=key)]
     else:
         from realbench.recipes import BackStep, HomeStep
@@ -879,7 +884,7 @@ def _launch_case(rng: np.random.Generator, case: FuzzCase) -> None:
         return
     case.screens = {case.package: this_screen, other: paying}
     case.control_form, case.label = "app launch", other
-    if case.path == "agent":
+    if case.path in ACTION_PATHS:
         case.steps = [OpenApp(app=other)]
     else:
         from realbench.recipes import LaunchStep
@@ -905,9 +910,14 @@ class CaseRun:
 
 
 def _guard_parts(phone: Any, case: FuzzCase) -> tuple[Any, Any, Any]:
-    """(target, armed guard, the device an agent acts on) for a phone, as the pack's setup arms it."""
+    """(target, armed guard, the device an agent acts on) for a phone, as the pack's setup arms it;
+    for the console, as the lab console arms its guard (no target)."""
     from devices.phone_target import PhoneTarget
     from realbench.device import TargetKind
+
+    if case.path == "console":
+        guard = console_guard(phone)
+        return None, guard, guard
 
     target = PhoneTarget(phone, pack(case.pack), TargetKind.REAL)
     guard = target.interlock
@@ -915,6 +925,19 @@ def _guard_parts(phone: Any, case: FuzzCase) -> tuple[Any, Any, Any]:
     arm = arming(case.pack, case.boundary_task)
     guard.arm(arm.boundary, arm.forbidden, arm.policy)
     return target, guard, target.device
+
+
+def console_guard(phone: Any) -> Any:
+    """The guard the lab console puts in front of a leased phone (realbench.console.phones): armed
+    with every pack's stop selectors and one policy for all packs, as `ConsolePhones.lease` arms it."""
+    from devices.farm.interlock import InterlockedDevice
+    from realbench.console.phones import OPERATOR_SETTLE_S, _stop_selectors
+
+    packs = [pack("bank"), pack("train_ticketing")]
+    boundary, forbidden = _stop_selectors(packs)
+    guard = InterlockedDevice(phone, settle_s=OPERATOR_SETTLE_S)
+    guard.arm(boundary, forbidden, InterlockPolicy.for_packs(packs))
+    return guard
 
 
 def _blocked_error(exc: BaseException) -> bool:
@@ -955,7 +978,7 @@ def _drive(phone: Any, case: FuzzCase, guarded: bool) -> CaseRun:
         phone.start_app(package)
 
     try:
-        if case.path == "agent":
+        if case.path in ACTION_PATHS:
             for action in case.steps:
                 device.act(action)
         elif case.path == "recipe":

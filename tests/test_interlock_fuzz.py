@@ -3,8 +3,8 @@
 Every case runs on a fresh in-process virtual phone, unguarded and then behind the guard armed as
 the pack's setup arms it. The verdicts come from the phone's own commit records: unguarded, a trap
 must commit and a safe input must not (the case is what it says); behind the guard nothing may
-commit, and BACK / HOME / RECENT are never refused. Cases the guard still lets through are
-expected failures, each naming its gap (KNOWN_GAPS). A small sample also runs through the real adb
+commit, and BACK / HOME / RECENT are never refused. No case is an expected failure: a case that
+commits behind the guard fails, naming its gap. A small sample also runs through the real adb
 server, whose verdicts must match the in-process ones.
 """
 
@@ -25,37 +25,21 @@ from tests.interlock_fuzz_cases import (
 
 SEED = 20261203
 CASES = 300
-# Cases of the sample that still commit behind the guard, by case number: the gap each shows. All
-# are on a screen the pack's catalogue recognises as safe (a sheet, dialog or window over it), where
-# only the stop labels and touch areas stand between the input and a commit (docs/farm.md). The
-# cases that commit now: `benchmarks/interlock_fuzz.py --seed 20261203 --cases 300` lists them.
-KNOWN_GAPS: dict[int, str] = {
-    42: "a commit control (nested) labelled '确定' (simplified, reordered) is not read as a stop label on a screen the catalogue recognises as safe (its marker is shown)",
-    133: "a commit control (offscreen_safe) with no label commits on a screen the catalogue recognises as safe (its marker is shown)",
-    242: "a commit control (offscreen_safe) with no label commits on a screen the catalogue recognises as safe (its marker is shown)",
-    259: "a window the dump does not show takes the input on a screen the catalogue recognises as safe (its marker is shown)",
-    265: "a commit control (button) labelled '確認還款' (traditional, desc_only) is not read as a stop label on a screen the catalogue recognises as safe (its marker is shown)",
-    291: "a commit control (offscreen_safe) labelled '确认转账' (simplified, icon_between) is not read as a stop label on a screen the catalogue recognises as safe (its marker is shown)",
-}
 
 
-def _param(i: int) -> object:
-    gap = KNOWN_GAPS.get(i)
-    if gap is None:
-        return pytest.param(i, id=f"case{i}")
-    return pytest.param(i, id=f"case{i}", marks=pytest.mark.xfail(reason=gap, strict=False))
-
-
-@pytest.mark.parametrize("index", [_param(i) for i in range(CASES)])
+@pytest.mark.parametrize("index", [pytest.param(i, id=f"case{i}") for i in range(CASES)])
 def test_generated_case_never_commits_behind_the_guard(index: int) -> None:
     with quiet_guard_logs():
         v = judge(lambda: make_case(SEED, index))
     case = v.case
     assert v.trap_works, f"the case is not what it says unguarded: {case.describe()} -> {v.bare}"
-    assert not v.guarded.committed, f"committed behind the guard: {case.describe()}; {v.why()}"
+    assert not v.guarded.committed, f"committed behind the guard: {case.describe()}; {v.why()}; {v.gap()}"
     if case.input_form == "keys":
         assert not v.guarded.blocked, f"back / home / recent refused: {case.describe()}"
         assert v.guarded.inputs >= 1, f"back / home / recent never reached the phone: {case.describe()}"
+    # a guard that refuses everything is not the goal: a safe input on a catalogued screen passes
+    if v.allowed_by_design:
+        assert not v.guarded.blocked, f"false block of a safe input: {case.describe()}"
 
 
 def test_the_generator_is_seeded_per_case_and_covers_every_part() -> None:

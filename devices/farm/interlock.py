@@ -9,7 +9,11 @@ checked operations and read-only queries only, no attribute pass-through; `launc
 outside the pack's packages and URL schemes are refused.
 
 - A money-moving app is default-deny (`devices.farm.interlock_policy`): input goes through only
-  while a screen of the pack's safe-screen catalogue is recognised by a marker that is on screen.
+  while a screen of the pack's safe-screen catalogue is recognised by a marker that is on screen,
+  and only to what that screen positively allows: a control its entry lists, or an unlisted one
+  that shows a label (a control with no label is refused unless listed). The guard's own money
+  words (`devices.farm.stop_labels.MONEY_PHRASE` / `MONEY_WORDS`: 去支付, 完成转账, Pay, a bare 确定
+  …) are stop controls there unless the entry lists the control by id.
 - The task's boundary selectors AND the app profile's always-forbidden controls (pay, confirm
   transfer, submit order…) are armed together, on every screen. Labels are read as a person reads
   them (`devices.farm.stop_labels`): widths, traditional Chinese, invisible characters and a few
@@ -30,8 +34,9 @@ outside the pack's packages and URL schemes are refused.
   field of a screen that shows a stop control.
 - A money-moving app also refuses, even on a catalogued screen: ENTER and typed newlines (unless
   the screen allows them), typing (unless it allows text), taps into WebView / canvas regions that
-  expose no text (unless it allows WebView taps), long presses, touches where the dump shows no
-  control, PINs (digits with unknown focus, into a WebView, with a PIN pad or a password / code
+  expose no text (unless it allows WebView taps and lists every other control on screen), sideways
+  drags in them, swipes that do not start in a view that scrolls, long presses, touches where the
+  dump shows no control, PINs (digits with unknown focus, into a WebView, with a PIN pad or a password / code
   prompt on screen, any text into a secret field, digit keys of a PIN pad while a secret is asked
   for), `OpenApp`, and any touch or text that lands in another package.
 
@@ -50,7 +55,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from devices.farm.interlock_policy import InterlockPolicy, Recognised, screen_name
-from devices.farm.stop_labels import LabelTexts, captioned, names_stop, subtree_text
+from devices.farm.stop_labels import (
+    LabelTexts,
+    captioned,
+    money_reading,
+    names_stop,
+    normalise,
+    subtree_text,
+)
 from realbench.actions import (
     Action,
     Answer,
@@ -93,11 +105,17 @@ SECRET_WORDS = frozenset(
     | {"vcode", "smscode", "captcha", "verify", "verification", "cvv", "cvn", "paypass", "paypwd"}
 )
 SECRET_TEXT = re.compile(r"密码|验证码|校验码|动态码|短信|口令|交易码|支付码")
-# A prompt on screen that asks for a password, PIN or code: digits typed now are a secret.
+# A prompt on screen that asks for a password, PIN or code: digits typed now are a secret. A text
+# asks when it names a secret and either asks for input (请输入支付密码, Enter PIN) or is little more
+# than a field's label (支付密码, 短信验证码：); a sentence that mentions one (修改限额需完成短信及密码
+# 验证) asks for nothing.
 SECRET_PROMPT = re.compile(
     r"密码|口令|验证码|校验码|动态码|\bpin\b|passcode|password|verification code|security code",
     re.IGNORECASE,
 )
+ASKING = re.compile(r"输入|请填写|enter|type|input", re.IGNORECASE)
+PROMPT_LABEL_CHARS = 10  # a label, not a sentence: at most this many characters, spaces dropped
+PROMPT_LABEL_WORDS = 3  # … or, in a Latin-script text, this many words
 KEYPAD_DIGITS = frozenset("0123456789")  # a custom keypad draws every digit as a key; a calendar has no 0
 EDITABLE_CLASSES = ("EditText", "AutoCompleteTextView", "SearchView", "TextInput")
 # Views whose content the hierarchy does not describe: an H5 page, a canvas, a GL surface.
@@ -144,6 +162,7 @@ class GuardedPhone(Protocol):
 class StopOrigin:
     BOUNDARY = "boundary"
     FORBIDDEN = "forbidden"
+    MONEY_WORD = "money-word"  # the guard's own vocabulary (devices.farm.stop_labels.MONEY_PHRASE)
 
 
 @dataclass(frozen=True)
@@ -224,20 +243,62 @@ def stop_controls(
             for node in matched:
                 if any(id(d) in ids for d in node.descendants()):
                     continue
-                # A zero-size or off-screen label still names its clickable parent.
-                regions = [] if node.bounds.empty else [node.bounds]
-                parent = _activator(node)
-                if parent is not None and _page_host(node, parent):
-                    parent = None  # a WebView passes a touch to the page element, not to itself
-                if parent is not None and not parent.bounds.empty:
-                    regions.append(parent.bounds)
-                if parent is None:
-                    # a caption beside a text-less button (a fingerprint or icon pay button)
-                    regions += [c.bounds for c in captioned(node) if not c.bounds.empty]
+                regions = _activation_regions(node)
                 if not regions:
                     continue
                 reach = tuple(touch_reach(r, margin_px, dp) for r in regions)
                 out.append(StopControl(sel, origin, node, tuple(regions), reach))
+    return out
+
+
+def _activation_regions(node: Node) -> list[Bounds]:
+    """Where a touch activates the control `node` labels: its own bounds, its clickable ancestor's,
+    or (for a caption) the text-less buttons it names."""
+    # A zero-size or off-screen label still names its clickable parent.
+    regions = [] if node.bounds.empty else [node.bounds]
+    parent = _activator(node)
+    if parent is not None and _page_host(node, parent):
+        parent = None  # a WebView passes a touch to the page element, not to itself
+    if parent is not None and not parent.bounds.empty:
+        regions.append(parent.bounds)
+    if parent is None:
+        # a caption beside a text-less button (a fingerprint or icon pay button)
+        regions += [c.bounds for c in captioned(node) if not c.bounds.empty]
+    return regions
+
+
+def money_word_controls(
+    hierarchy: Hierarchy,
+    vouched: Callable[[Node], bool],
+    *,
+    screen: tuple[int, int] | None = None,
+    margin_px: int = MARGIN_PX,
+) -> list[StopControl]:
+    """The controls of a money-moving app whose label names a money act by the guard's own
+    vocabulary (any locale, whatever the pack lists), innermost first, except those `vouched` for:
+    listed by id, or inside a control listed by id, in the recognised screen's catalogue entry.
+    Only a control (clickable) or a leaf is read: a container's joined text is not a label."""
+    dp = px_per_dp(screen or (hierarchy.screen.right, hierarchy.screen.bottom))
+    texts = LabelTexts()
+    matched: list[tuple[Node, str]] = []
+    for n in hierarchy.nodes:
+        if n.children and not (n.clickable or n.long_clickable):
+            continue
+        reading = money_reading((*texts.own(n), *texts.subtree(n)))
+        if reading is not None:
+            matched.append((n, reading))
+    ids = {id(n) for n, _ in matched}
+    out: list[StopControl] = []
+    for node, reading in matched:
+        if any(id(d) in ids for d in node.descendants()):
+            continue
+        if vouched(node) or any(vouched(a) for a in node.ancestors() if a.clickable or a.long_clickable):
+            continue
+        regions = _activation_regions(node)
+        if not regions:
+            continue
+        reach = tuple(touch_reach(r, margin_px, dp) for r in regions)
+        out.append(StopControl(Selector(text=reading), StopOrigin.MONEY_WORD, node, tuple(regions), reach))
     return out
 
 
@@ -282,6 +343,25 @@ def _is_secret_field(node: Node) -> bool:
     return bool(_words(f"{node.short_id} {node.text} {node.content_desc}") & SECRET_WORDS)
 
 
+def _asks_for_secret(text: str) -> bool:
+    if not text:
+        return False
+    folded = normalise(text)  # traditional characters, widths and spaces folded (請輸入支付密碼)
+    spaced = _t2s_spaced(text)
+    if not (SECRET_PROMPT.search(folded) or SECRET_PROMPT.search(spaced)):
+        return False
+    if ASKING.search(folded):
+        return True
+    if re.search(r"[a-z]", folded):
+        return len(spaced.split()) <= PROMPT_LABEL_WORDS
+    return len(folded) <= PROMPT_LABEL_CHARS
+
+
+def _t2s_spaced(text: str) -> str:
+    """The text with widths and traditional characters folded but its spaces kept (for `\bpin\b`)."""
+    return " ".join(normalise(w) for w in text.split())
+
+
 def _digit_key(node: Node) -> bool:
     return node.text.strip() in KEYPAD_DIGITS and len(node.text.strip()) == 1
 
@@ -297,7 +377,7 @@ def _secret_prompt(hierarchy: Hierarchy) -> Node | None:
     for n in hierarchy.nodes:
         if n.bounds.empty:
             continue
-        if SECRET_PROMPT.search(n.text) or SECRET_PROMPT.search(n.content_desc):
+        if _asks_for_secret(n.text) or _asks_for_secret(n.content_desc):
             return n
         if _editable(n) and _is_secret_field(n):
             return n
@@ -350,6 +430,7 @@ class Interlock:
         self._last: _FoundControls | None = None
         self._recognised = Recognised()  # the catalogued screens of the hierarchy being decided
         self._hierarchy: Hierarchy | None = None
+        self._display: Bounds | None = None
 
     def controls(self, hierarchy: Hierarchy, screen: tuple[int, int] | None = None) -> list[StopControl]:
         """The stop controls of a parsed screen. The guard asks twice about its first dump (to
@@ -364,6 +445,10 @@ class Interlock:
         asked.controls = stop_controls(
             hierarchy, self.boundary, self.forbidden, screen=screen, margin_px=self.margin_px
         )
+        if self.policy.money_moving:
+            display = Bounds(0, 0, screen[0], screen[1]) if screen else None
+            listed = self.policy.recognise(hierarchy, display).lists_control
+            asked.controls += money_word_controls(hierarchy, listed, screen=screen, margin_px=self.margin_px)
         self._last = asked
         return list(asked.controls)
 
@@ -391,6 +476,7 @@ class Interlock:
         display = Bounds(0, 0, screen[0], screen[1])
         recognised = self.policy.recognise(hierarchy, display) if self.policy.money_moving else Recognised()
         allowed = frozenset(a for s, _ in recognised.screens for a in s.allow)
+        self._display = display
         block = self._decide(action, hierarchy, to_pixels, controls, allowed, recognised)
         if block is None and self.policy.money_moving and not recognised.any:
             # Default-deny: a money-moving app takes input only on a screen known to be safe.
@@ -448,6 +534,11 @@ class Interlock:
             for sel in selectors:
                 if names_stop(sel, node, subtree=True, texts=texts):
                     return Block(StopControl(sel, origin, node, (node.bounds,)), why)
+        if self.policy.money_moving and not self._recognised.lists_control(node):
+            reading = money_reading((*texts.own(node), *texts.subtree(node)))
+            if reading is not None:
+                sel = Selector(text=reading)
+                return Block(StopControl(sel, StopOrigin.MONEY_WORD, node, (node.bounds,)), why)
         return None
 
     def _check_touch(
@@ -521,7 +612,7 @@ class Interlock:
         opaque = next((n for n in under if _opaque(n)), None)
         if opaque is None:
             return self._digit_key_block(where, under, target)
-        if self._recognised.allows_webview_tap(opaque):
+        if self._recognised.allows_webview_tap(opaque, self._display):
             return None
         # Inside an H5 page / canvas: only what the hierarchy describes is known.
         inner = [n for n in under if n is opaque or opaque in n.ancestors()]
@@ -602,15 +693,31 @@ class Interlock:
     def _money_swipe(
         self, hierarchy: Hierarchy, start: tuple[float, float], end: tuple[float, float], steps: int
     ) -> Block | None:
-        """A swipe in a money-moving app is a scroll: it does not end in a WebView / canvas it did
+        """A swipe in a money-moving app is a scroll: it starts in a scrollable view (or a WebView /
+        canvas, judged by the WebView rules), it does not end in a WebView / canvas it did
         not start in (an H5 element under the finger at the end), and on a screen whose catalogue
         entry lists its controls it starts, ends and passes over only listed controls (a
         transparent overlay forwarding a drag to pay is none of them)."""
         fx, fy = start
         tx, ty = end
+        if not any(n.scrollable or _opaque(n) for n in hierarchy.at(fx, fy)):
+            # A swipe is a scroll here, and a scroll starts in a view that scrolls. Where the dump
+            # shows none, what takes the drag is a view or a window the dump does not show.
+            return Block(
+                None,
+                f"swipe starting at pixel ({round(fx)},{round(fy)}), where no view of the hierarchy "
+                "scrolls (an undumped window may take the drag)",
+            )
         op_start = next((n for n in hierarchy.at(fx, fy) if _opaque(n)), None)
         op_end = next((n for n in hierarchy.at(tx, ty) if _opaque(n)), None)
-        if op_end is not None and op_end is not op_start and not self._recognised.allows_webview_tap(op_end):
+        if op_start is not None and abs(tx - fx) > abs(ty - fy):
+            # webview_taps lifts taps, not drags: a sideways drag in a page may slide to pay
+            return Block(
+                None,
+                f"sideways swipe from pixel ({round(fx)},{round(fy)}) in a {op_start.class_name} "
+                "(a slide-to-pay the hierarchy cannot show)",
+            )
+        if op_end is not None and op_end is not op_start:
             return Block(
                 None,
                 f"swipe ending at pixel ({round(tx)},{round(ty)}) in a {op_end.class_name} it did not start in",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from realbench.hierarchy import Bounds, Hierarchy, Node
+from realbench.hierarchy import Bounds, Hierarchy, Node, Selector
 from realbench.taskpack import SafeInput, SafeScreen, TaskPack, url_scheme
 
 SCREEN_NAME_TEXTS = 3  # texts quoted to name an unrecognised screen
@@ -60,6 +60,39 @@ def control_matches(pattern: str, rid: str) -> bool:
     return rid.startswith(pattern[:-1]) if pattern.endswith("*") else rid == pattern
 
 
+def listed(entry: str | Selector, node: Node) -> bool:
+    """Whether a catalogue entry's control is `node`: by its id, or, for a selector, the node the
+    selector picks on this screen (its `nth` match in reading order over the whole dump)."""
+    if isinstance(entry, str):
+        return bool(node.short_id) and control_matches(entry, node.short_id)
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    matches = [n for n in (root, *root.descendants()) if entry.matches(n)]
+    try:
+        return matches[entry.nth] is node
+    except IndexError:
+        return False
+
+
+def _strangers(screen: SafeScreen, markers: tuple[Node, ...], webview: Node, display: Bounds) -> bool:
+    """Whether a control the catalogue entry does not list takes input on screen beside `webview`."""
+    root = webview
+    while root.parent is not None:
+        root = root.parent
+    for n in (root, *root.descendants()):
+        if not (n.clickable or n.long_clickable or "EditText" in n.class_name):
+            continue
+        if n is webview or webview in n.ancestors() or n in webview.ancestors() or n in markers:
+            continue
+        if not on_screen(n, display):
+            continue
+        if any(listed(c, n) for c in screen.controls):
+            continue
+        return True
+    return False
+
+
 @dataclass(frozen=True)
 class Recognised:
     """The catalogued screens shown now, with the markers that are on screen for each."""
@@ -73,15 +106,21 @@ class Recognised:
     def allows(self, what: SafeInput) -> bool:
         return any(what in s.allow for s, _ in self.screens)
 
-    def allows_webview_tap(self, webview: Node) -> bool:
+    def allows_webview_tap(self, webview: Node, display: Bounds | None = None) -> bool:
         """A WebView tap: a screen allowing it must have a marker inside the tapped WebView's
-        container (its parent's subtree), not in some other part of the window."""
+        container (its parent's subtree), not in some other part of the window, and must account
+        for every native control shown: a tap into a WebView is blind (the page's elements are not
+        in the dump), so it is lifted only while nothing on screen but the catalogued page's own
+        controls takes input — no field, button or sheet the entry does not list beside it."""
         container = webview.parent or webview
         for screen, markers in self.screens:
             if SafeInput.WEBVIEW_TAPS not in screen.allow:
                 continue
-            if any(m is container or container in m.ancestors() for m in markers):
-                return True
+            if not any(m is container or container in m.ancestors() for m in markers):
+                continue
+            if display is not None and _strangers(screen, markers, webview, display):
+                continue
+            return True
         return False
 
     def names(self) -> str:
@@ -97,21 +136,28 @@ class Recognised:
                 continue
             if any(m is focused for m in markers):
                 return True
-            if focused.short_id and any(control_matches(c, focused.short_id) for c in screen.controls):
+            if any(listed(c, focused) for c in screen.controls):
                 return True
         return False
 
+    def lists_control(self, node: Node) -> bool:
+        """Whether a recognised screen's catalogue entry names `node` (by its id or a selector)."""
+        return any(listed(c, node) for s, _ in self.screens for c in s.controls)
+
     def knows_control(self, node: Node) -> bool:
-        """Whether a tapped control is one the recognised screens list (screens that list none
-        accept any control). A control without an id is accepted when it shows text: the stop
-        labels judge it."""
+        """Whether a tapped control is one the recognised screens allow. Default-deny: a control the
+        catalogue lists by id is allowed; a control that shows no label (no text or description in
+        its subtree: an icon, an image, an id) is refused unless listed, since nothing on screen
+        says what it does; a labelled control is allowed when it has no id, or when some
+        recognised screen lists no controls, and the stop labels judge it."""
+        if self.lists_control(node):
+            return True
+        if not any(n.text.strip() or n.content_desc.strip() for n in (node, *node.descendants())):
+            return False
         lists = [s.controls for s, _ in self.screens if s.controls]
         if not lists or len(lists) < len(self.screens):
             return True
-        rid = node.short_id
-        if not rid:
-            return any(n.text.strip() or n.content_desc.strip() for n in (node, *node.descendants()))
-        return any(control_matches(c, rid) for controls in lists for c in controls)
+        return not node.short_id
 
 
 @dataclass(frozen=True)
@@ -121,6 +167,10 @@ class InterlockPolicy:
     packages: frozenset[str] = field(default_factory=frozenset)
     safe_screens: tuple[SafeScreen, ...] = ()
     url_schemes: frozenset[str] = field(default_factory=frozenset)
+    # The packages each safe screen belongs to (aligned with `safe_screens`; empty: any package).
+    # A policy for several packs (the console) must not recognise one app's screen by the marker
+    # id of another pack's catalogue.
+    screen_packages: tuple[frozenset[str], ...] = ()
 
     @classmethod
     def for_pack(cls, pack: TaskPack) -> InterlockPolicy:
@@ -130,6 +180,7 @@ class InterlockPolicy:
             packages=frozenset(packages),
             safe_screens=tuple(pack.real_app.safe_screens),
             url_schemes=frozenset(s.lower() for s in pack.real_app.url_schemes),
+            screen_packages=tuple(frozenset(packages) for _ in pack.real_app.safe_screens),
         )
 
     @classmethod
@@ -142,7 +193,12 @@ class InterlockPolicy:
             packages=frozenset().union(*(p.packages for p in parts)),
             safe_screens=tuple(s for p in parts for s in p.safe_screens),
             url_schemes=frozenset().union(*(p.url_schemes for p in parts)),
+            screen_packages=tuple(p.packages_of(i) for p in parts for i in range(len(p.safe_screens))),
         )
+
+    def packages_of(self, index: int) -> frozenset[str]:
+        """The packages safe screen `index` belongs to (empty: any)."""
+        return self.screen_packages[index] if index < len(self.screen_packages) else frozenset()
 
     def recognise(self, hierarchy: Hierarchy, display: Bounds | None = None) -> Recognised:
         """The catalogued screens whose markers are on screen now."""
@@ -153,7 +209,8 @@ class InterlockPolicy:
         for n in hierarchy.nodes:
             if n.resource_id:
                 by_id.setdefault(n.short_id, []).append(n)
-        for screen in self.safe_screens:
+        for index, screen in enumerate(self.safe_screens):
+            apps = self.packages_of(index)
             markers = tuple(
                 n
                 for sel in screen.markers
@@ -162,7 +219,7 @@ class InterlockPolicy:
                     if sel.resource_id
                     else hierarchy.nodes
                 )
-                if sel.matches(n) and on_screen(n, shown)
+                if sel.matches(n) and on_screen(n, shown) and (not apps or not n.package or n.package in apps)
             )
             if markers:
                 found.append((screen, markers))

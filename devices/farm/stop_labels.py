@@ -36,6 +36,8 @@ from realbench.hierarchy import Node, Selector
 # spaces and joiners, direction marks and overrides, BOM, soft hyphen), combining marks, control
 # characters, and every kind of space.
 _INVISIBLE_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Cc", "Zs", "Zl", "Zp"})
+# Punctuation (P*) and symbols (S*: currency signs, arrows) carry no part of a stop label's meaning.
+_PUNCTUATION_OR_SYMBOL = frozenset("PS")
 
 # Words that name the same act on a commit button, folded onto one spelling (after `normalise`):
 # a stop label and a control's label are compared in this form, so "确定付款" names "确认支付".
@@ -64,6 +66,35 @@ COMMIT_VERBS = re.compile(r"(?:完成|同意并|同意)(?=支付|转账|还款|�
 AMOUNT = re.compile(r"(?:cny|rmb|usd|hkd|¥|\$)?[0-9][0-9.,]*(?:元|cny|rmb)?")
 
 
+# The money words of every money-moving app, in every locale the packs' apps ship, whatever the
+# pack's own stop list says (all in `match_form`: widths, traditional characters, synonyms, amounts
+# and punctuation already folded). A reading names a money act when it holds a commit phrase (a
+# verb before a money noun: 确认支付, 去支付, 完成转账 → 确认转账, 立即购票, confirm transfer, pay now),
+# or when it is made of nothing but commit words (确认, 确定 → 确认, 提交, Pay, Confirm, OK …): a
+# bare "Pay" or "确定" on a sheet says nothing about what it does, so only the catalogue can vouch.
+MONEY_PHRASE = re.compile(
+    r"(?:确认|立即|马上|去|继续|完成|一键|快速|同意)(?:并且|并|和)?"
+    r"(?:支付|转账|还款|购买|购票|退票|改签|提交订单|提交候补)"
+    r"|提交订单|提交候补"
+    r"|(?:confirm|submit|complete|place|authori[sz]e|agree)(?:and)?"
+    r"(?:pay|transfer|order|purchase|refund|repay|change|cancel)"
+    r"|(?:pay|buy|order|transfer|send|purchase)now"
+    r"|submitorder|placeorder"
+)
+MONEY_WORDS = re.compile(
+    r"(?:确认|提交|支付|购买|转账|还款|购票|同意|立即|"
+    r"confirm|pay|payment|submit|ok|buy|purchase|transfer|send|agree|done|continue|yes)+"
+)
+
+
+def money_reading(readings: Iterable[str]) -> str | None:
+    """The first reading (in `match_form`) that names a money act by the guard's own vocabulary."""
+    for r in readings:
+        if r and (MONEY_PHRASE.search(r) or MONEY_WORDS.fullmatch(r)):
+            return r
+    return None
+
+
 @functools.cache
 def _t2s() -> opencc.OpenCC:
     return opencc.OpenCC("t2s")
@@ -84,11 +115,13 @@ def normalise(text: str) -> str:
 
 @functools.lru_cache(maxsize=16384)
 def match_form(text: str) -> str:
-    """`normalise`, then synonyms folded onto one spelling: the form stop labels are compared in."""
+    """`normalise`, then synonyms folded onto one spelling, amounts and then punctuation and symbols
+    dropped (a reader skips "(¥88)" inside "提交候 (¥88) 补订单"): the form stop labels are compared in."""
     out = normalise(text)
     for word, canonical in SYNONYMS:
         out = out.replace(word, canonical)
-    return COMMIT_VERBS.sub("确认", AMOUNT.sub("", out))
+    out = COMMIT_VERBS.sub("确认", AMOUNT.sub("", out))
+    return "".join(ch for ch in out if unicodedata.category(ch)[0] not in _PUNCTUATION_OR_SYMBOL)
 
 
 def own_texts(node: Node) -> tuple[str, str]:
@@ -125,7 +158,8 @@ def subtree_readings(node: Node) -> tuple[str, ...]:
         texts = "".join(n.text for n in order if n.text)
         descs = "".join(n.content_desc for n in order if n.content_desc)
         mixed = "".join(n.text + n.content_desc for n in order)
-        readings += [texts + descs, mixed, descs]
+        # the texts alone too: an icon's description between two halves is not read aloud
+        readings += [texts + descs, mixed, descs, texts]
     return tuple(dict.fromkeys(match_form(r) for r in readings if r))
 
 
