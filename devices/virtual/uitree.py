@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -92,7 +93,74 @@ def hierarchy_xml(windows: list[ET.Element], rotation: int = 0) -> str:
     for i, win in enumerate(windows):
         win.set("index", str(i))
         root.append(win)
-    return XML_HEADER + ET.tostring(root, encoding="unicode")
+    out: list[str] = []
+    if not _write_plain(root, out):
+        return XML_HEADER + ET.tostring(root, encoding="unicode")
+    return XML_HEADER + "".join(out)
+
+
+# What ElementTree escapes in an attribute value, and how (the same entities, in the same order).
+_ATTR_SPECIAL = re.compile('[&<>"\r\n\t]')
+_ATTR_ENTITIES = (
+    ("&", "&amp;"),
+    ("<", "&lt;"),
+    (">", "&gt;"),
+    ('"', "&quot;"),
+    ("\r", "&#13;"),
+    ("\n", "&#10;"),
+    ("\t", "&#09;"),
+)
+_CDATA_SPECIAL = re.compile("[&<>]")
+
+
+def _attr(value: str) -> str:
+    if _ATTR_SPECIAL.search(value) is None:
+        return value
+    for char, entity in _ATTR_ENTITIES:
+        value = value.replace(char, entity)
+    return value
+
+
+def _cdata(text: str) -> str:
+    if _CDATA_SPECIAL.search(text) is None:
+        return text
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _write_plain(el: ET.Element, out: list[str]) -> bool:
+    """Serialise a tree byte for byte as `ET.tostring(el, encoding="unicode")` does, for the
+    trees dumps are made of (plain tags and string attributes, no namespaces): a dump is written on
+    every settle poll and every guard read, and ElementTree's general writer first walks the whole
+    tree for namespaces. False (with `out` partly written) for any other tree: the caller then
+    uses ElementTree itself."""
+    tag = el.tag
+    if not isinstance(tag, str) or "{" in tag:
+        return False
+    parts = ["<", tag]
+    for key, value in el.items():
+        if not isinstance(key, str) or not isinstance(value, str) or "{" in key:
+            return False
+        parts.append(f' {key}="{_attr(value)}"')
+    out.append("".join(parts))
+    text = el.text
+    if text or len(el):
+        out.append(">")
+        if text:
+            if not isinstance(text, str):
+                return False
+            out.append(_cdata(text))
+        for child in el:
+            if not _write_plain(child, out):
+                return False
+        out.append(f"</{tag}>")
+    else:
+        out.append(" />")
+    tail = el.tail
+    if tail:
+        if not isinstance(tail, str):
+            return False
+        out.append(_cdata(tail))
+    return True
 
 
 def window_elements(xml: str) -> list[ET.Element]:
