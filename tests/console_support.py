@@ -65,7 +65,13 @@ def console_pack(folder: Path) -> Path:
     ]
     raw["real_app"]["safe_screens"] = [
         {"name": "static placeholder", "when": {"resource_id": "search"}, "allow": ["text"]},
-        {"name": "commit test screen", "when": {"resource_id": "amount"}, "allow": ["text"]},
+        # its amount field shows no label: default-deny touches it only because the entry lists it
+        {
+            "name": "commit test screen",
+            "when": {"resource_id": "amount"},
+            "allow": ["text"],
+            "controls": ["amount"],
+        },
     ]
     raw["policy"] = {"money_moving": True}
     raw["tasks"][0]["real"] = {"package": BANK}

@@ -314,11 +314,20 @@ class StaticAppScreen:
                 )
             )
         else:
+            # the page scrolls on a swipe as the menu does (`swipe` below), and says so in its dump
             children.append(
                 UiNode(
-                    bounds=(0, self.height // 2 - 60, self.width, self.height // 2 + 60),
-                    cls="android.widget.TextView",
-                    text=f"{self.page} 页面",
+                    bounds=(0, field[3] + 30, self.width, self.height - 120),
+                    cls="android.widget.ScrollView",
+                    resource_id=self._ids("page"),
+                    scrollable=True,
+                    children=[
+                        UiNode(
+                            bounds=(0, self.height // 2 - 60, self.width, self.height // 2 + 60),
+                            cls="android.widget.TextView",
+                            text=f"{self.page} 页面",
+                        )
+                    ],
                 )
             )
         root = UiNode(
