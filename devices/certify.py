@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,13 +30,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from devices.recipe_runner import SetupFailed, StepRecord
-from realbench.actions import Answer, Terminate, Wait
+from realbench.actions import Answer, Click, Terminate, Wait
 from realbench.errors import BoundaryBlocked, ConfigError, DeviceError, RealbenchError
 from realbench.evidence_report import load_table, task_evidence
-from realbench.golden import GoldenAgent, PlanError
+from realbench.golden import GoldenAgent, PlanError, to_normalised
 from realbench.hierarchy import Hierarchy
 from realbench.recipes import fixture_gaps
-from realbench.taskpack import CheckExpect, Task, TaskInstance, TaskPack, fixture_choices
+from realbench.taskpack import CheckExpect, Popup, Task, TaskInstance, TaskPack, fixture_choices
 
 log = logging.getLogger(__name__)
 
@@ -235,10 +235,35 @@ def _setup_steps(records: list[StepRecord], rec: _Recorder) -> list[CertStep]:
     return out
 
 
+def _dismiss_popup(
+    device: Any, hierarchy: Hierarchy | None, popups: Sequence[Popup], size: tuple[int, int]
+) -> str | None:
+    """A pack pop-up rule's tap for a pop-up that covers the screen (a dialog that appears after a
+    step, not only at launch), sent through the armed interlock like any step; its name, or None."""
+    if hierarchy is None:
+        return None
+    for popup in popups:
+        if hierarchy.find_one(popup.when) is None:
+            continue
+        button = hierarchy.find_one(popup.tap)
+        if button is None:
+            return None
+        x, y = to_normalised(*button.bounds.center, *size)
+        device.act(Click(x=x, y=y))
+        return popup.name
+    return None
+
+
 def run_real_golden(
-    device: Any, instance: TaskInstance, rec: _Recorder, result: CertResult, size: tuple[int, int]
+    device: Any,
+    instance: TaskInstance,
+    rec: _Recorder,
+    result: CertResult,
+    size: tuple[int, int],
+    popups: Sequence[Popup] = (),
 ) -> None:
-    """The real golden plan, one step at a time, through the armed interlock."""
+    """The real golden plan, one step at a time, through the armed interlock. A step whose control
+    is missing behind one of the pack's pop-ups has the pop-up dismissed by its rule first."""
     plan = instance.task.real.golden
     task = instance.task
     for i, step in enumerate(plan):
@@ -267,6 +292,13 @@ def run_real_golden(
                 action = agent.next_action(obs)
             except PlanError as exc:
                 if time.monotonic() < deadline and "no control matches" in exc.message:
+                    try:
+                        dismissed = _dismiss_popup(device, hierarchy, popups, size)
+                    except BoundaryBlocked as blocked:
+                        dismissed = None
+                        log.warning("pop-up rule refused by the interlock: %s", blocked.message)
+                    if dismissed is not None:
+                        cert.detail = f"dismissed the pop-up {dismissed}"
                     agent.reset(one)
                     time.sleep(0.3)
                     continue
@@ -342,7 +374,9 @@ def certify_task(target: Any, task: Task, seed: int, out: Path, serial: str) -> 
             if inner is not None:
                 result.steps += _setup_steps(inner.setup_records, rec)
         device = target.device
-        run_real_golden(device, instance, rec, result, inner.phone.size() if inner else (1080, 2400))
+        pack = getattr(target, "pack", None) or getattr(inner, "pack", None)
+        popups = pack.real_app.popups if pack is not None else []
+        run_real_golden(device, instance, rec, result, inner.phone.size() if inner else (1080, 2400), popups)
         if result.failed_step is None:
             held, why = _checks(device, instance)
             result.checks_held = held

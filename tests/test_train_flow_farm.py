@@ -122,3 +122,51 @@ def test_the_pack_rules_clear_each_flow_interruption_and_the_booking_holds(adb_s
     assert after["ui"]["route"] == "order_pay"  # held underneath the wait screen
     assert queue_gone, "订单处理中 did not close on its own on the phone's page"
     assert pay_shown
+
+
+def test_certify_dismisses_a_pop_up_that_covers_a_step_and_stops_at_the_commit(
+    adb_server_port: int, tmp_path: Path
+) -> None:
+    """Under `flow`, 静音车厢 covers the order form after 预订, so the next step's control is missing:
+    certify taps the pack's rule for it through the armed interlock and goes on to the commit stop.
+    Evidence: the phone's own input log holds the rule's tap, and its app holds no order."""
+    from devices.certify import certify
+    from devices.rig import parse_rig
+    from devices.virtual import InputKind, VirtualPhoneHost
+    from devices.virtual.control import PhoneControl
+
+    pack: TaskPack = load_pack(ROOT / "taskpacks" / "train_ticketing")
+    virtual = load_rig(ROOT / "rigs" / "virtual.yaml")
+    accounts = [a.model_dump(mode="json", exclude_none=True) for a in virtual.accounts]
+    with VirtualPhoneHost() as host:
+        (info,) = host.start(1, screens="clone", drift="flow")
+        host.adb_connect()
+        rig = parse_rig(
+            {
+                "name": "flow-certify",
+                "phones": [
+                    {
+                        "serial": info.serial,
+                        "profile": "generic-1080x2400",
+                        "virtual": True,
+                        "control_url": info.control_url,
+                        "accounts": [a["name"] for a in accounts],
+                    }
+                ],
+                "apps": [a.model_dump(mode="json", exclude_none=True) for a in virtual.apps],
+                "accounts": accounts,
+            }
+        )
+        cert = certify(rig, pack, tmp_path / "cert", task_ids=[TASK])
+        (row,) = cert.results
+        vphone = host.phone(info.serial)
+        taps = [e for e in vphone.events.events() if e.kind is InputKind.TAP]
+        control = PhoneControl(info.control_url)
+        try:
+            state = control.app_state(pack.real_app.package)
+        finally:
+            control.close()
+    assert row.certified and row.boundary_reached, row.reason
+    assert any("dismissed the pop-up" in s.detail for s in row.steps), [s.detail for s in row.steps]
+    assert _orders(state) == 0  # the commit tap was stopped: nothing held
+    assert taps, "no input reached the phone"
