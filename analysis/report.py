@@ -728,8 +728,10 @@ def build_report(
     judge: str | None = None,
     resamples: int = 10_000,
     seed: int = 0,
+    extra_sections: Sequence[Section] = (),
 ) -> Path:
-    """Render the report to ``out`` and return its path."""
+    """Render the report to ``out`` and return its path. ``extra_sections`` (e.g. the transfer
+    study's retention per drift profile) follow the standard ones."""
     ep_all = inputs.episodes
     judge_name = pick_judge(inputs.verdicts, judge) if not inputs.verdicts.empty else None
     ep = _scored(inputs, judge_name)
@@ -759,6 +761,7 @@ def build_report(
         audit_section(audit, audit_reason),
         health_section(ep_all),
         evidence_section(ep_all, inputs.packs),
+        *extra_sections,
     ]
     synthetic_models = sorted(
         {str(m) for m in ep_all.get("model", pd.Series(dtype=str)) if is_synthetic(str(m))}
@@ -807,6 +810,7 @@ def build_report_from_stores(
     judge: str | None = None,
     resamples: int = 10_000,
     seed: int = 0,
+    extra_sections: Sequence[Section] = (),
 ) -> Path:
     strata = population = None
     tasks_needed = None
@@ -838,7 +842,14 @@ def build_report_from_stores(
             packs={str(r["app"]): str(r["pack"]) for s in ss.stores for r in s.runs() if r.get("pack")},
         )
         return build_report(
-            inputs, out=out, base=base, trained=trained, judge=judge, resamples=resamples, seed=seed
+            inputs,
+            out=out,
+            base=base,
+            trained=trained,
+            judge=judge,
+            resamples=resamples,
+            seed=seed,
+            extra_sections=extra_sections,
         )
 
 

@@ -186,7 +186,8 @@ def certify_cmd(
 
 
 AgentOption = Annotated[
-    str, typer.Option("--agent", help="golden | openai | synthetic:NAME | replay:STORE[#RUN_ID]")
+    str,
+    typer.Option("--agent", help="golden | openai | synthetic:NAME | replay:STORE[#RUN_ID] | policy:DIR"),
 ]
 
 
@@ -541,6 +542,75 @@ def rollout_service_cmd(
         allow_hosts=tuple(allow_host or ()),
         limits=ServerLimits(max_body_bytes=max_body, max_sessions=max_envs, idle_timeout_s=idle_timeout),
         shutdown_timeout_s=shutdown_timeout,
+    )
+
+
+@app.command("train")
+def train_cmd(
+    pack: Annotated[
+        str, typer.Option("--pack", help="Task pack (a pack.yaml, its folder or a name under taskpacks/)")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Checkpoint folder (--agent policy:DIR runs it; re-running resumes)")
+    ],
+    tasks: Annotated[
+        str | None,
+        typer.Option(
+            "--tasks", help="Comma-separated training task ids (default: the first 8 without an answer)"
+        ),
+    ] = None,
+    heldout: Annotated[
+        str | None,
+        typer.Option("--heldout", help="Comma-separated held-out task ids, evaluated on the curve"),
+    ] = None,
+    updates: Annotated[
+        int, typer.Option("--updates", min=0, help="Policy updates (0 writes the untrained base)")
+    ] = 30,
+    envs: Annotated[
+        int, typer.Option("--envs", min=2, help="Rollouts per task instance (the GRPO group)")
+    ] = 8,
+    batch_tasks: Annotated[int, typer.Option("--batch-tasks", min=1, help="Task instances per update")] = 8,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the initial weights and of every draw")] = 0,
+    drift_randomise: Annotated[
+        str | None,
+        typer.Option(
+            "--drift-randomise", help="Comma-separated drift profiles each training episode draws from"
+        ),
+    ] = None,
+    lr: Annotated[float, typer.Option("--lr", min=0.0, help="Adam learning rate")] = 0.02,
+    max_steps: Annotated[
+        int, typer.Option("--max-steps", min=1, help="Cap on each episode's step budget")
+    ] = 10,
+    eval_every: Annotated[
+        int, typer.Option("--eval-every", min=1, help="Greedy evaluation every N updates")
+    ] = 5,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Train a small element policy by RL on the clone, browser-free (needs the train extra: torch)."""
+    from devices.rl.policy_train import TrainConfig, train
+
+    def ids(text: str | None) -> list[str]:
+        return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+    config = TrainConfig(
+        pack=pack,
+        tasks=ids(tasks),
+        heldout=ids(heldout),
+        updates=updates,
+        group=envs,
+        batch_tasks=batch_tasks,
+        seed=seed,
+        drift_randomise=ids(drift_randomise),
+        lr=lr,
+        max_steps=max_steps,
+        eval_every=eval_every,
+    )
+    result = train(config, out, progress=progress)
+    first, last = result.curve[0], result.curve[-1]
+    console.print(
+        f"[bold]{result.card.description}[/] -> {out} (policy:{result.card.name}@{result.card.weights_sha256[:12]}); "
+        f"greedy clone success on the training tasks {first.train_success:.2f} -> {last.train_success:.2f}, "
+        f"{result.episodes} episodes in {result.seconds:.0f} s"
     )
 
 
@@ -1126,7 +1196,7 @@ def demo_cmd(
     ] = 4,
     phones: Annotated[
         int | None, typer.Option("--phones", min=1, help="Virtual phones to start (virtual rigs)")
-    ] = 4,
+    ] = 6,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """The whole clone-vs-phone study on the embedded defaults: synthetic policies, virtual phones
@@ -1151,6 +1221,56 @@ def demo_cmd(
     console.print(f"[bold]study written to {out}[/] — report: {data['report']}")
 
 
+@app.command("transfer-study")
+def transfer_study_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Study folder (re-running resumes)")] = Path(
+        "out/transfer"
+    ),
+    base: Annotated[
+        str | None, typer.Option("--base", help="Base policy (default: the committed base)")
+    ] = None,
+    trained: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trained", help="Trained policy, repeatable (default: committed trained and trained-rand)"
+        ),
+    ] = None,
+    profiles: Annotated[
+        str, typer.Option("--profiles", help="Comma-separated drift profiles of the virtual phones")
+    ] = "none,mild,relabel,layout,interruptions",
+    tasks: Annotated[
+        str | None, typer.Option("--tasks", help="Comma-separated task ids (default: all)")
+    ] = None,
+    clone_repeats: Annotated[int, typer.Option("--clone-repeats", min=1)] = 3,
+    real_repeats: Annotated[int, typer.Option("--real-repeats", min=1)] = 2,
+    budget_hours: Annotated[float, typer.Option("--budget-hours")] = 0.12,
+    phones: Annotated[int | None, typer.Option("--phones", min=1)] = 6,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Base vs each trained element policy on the clone and on virtual phones under each drift
+    profile; writes retention per profile (table, plot, findings) into the study's report."""
+    from realbench.study import StudyConfig
+    from realbench.transfer_study import TransferConfig, TransferStudy
+
+    study = StudyConfig(
+        clone_repeats=clone_repeats,
+        real_repeats=real_repeats,
+        budget_hours=budget_hours,
+        phones=phones,
+        seed=seed,
+        progress=progress,
+        tasks=[t for t in tasks.split(",") if t] if tasks else None,
+    )
+    config = TransferConfig(out=out, profiles=[p for p in profiles.split(",") if p], study=study)
+    if base is not None:
+        config.base = base
+    if trained:
+        config.trained = list(trained)
+    report = TransferStudy(config).run()
+    console.print(f"[bold]transfer study written to {out}[/] — report: {report}")
+
+
 @app.command("console")
 def console_cmd(
     rig: Annotated[str | None, typer.Option("--rig", help="Rig file or name: its phones")] = None,
@@ -1173,6 +1293,9 @@ def console_cmd(
     label_plan: Annotated[
         list[Path] | None, typer.Option("--label-plan", help="Labelling plan served first")
     ] = None,
+    scrcpy: Annotated[
+        bool, typer.Option("--scrcpy/--no-scrcpy", help="Live view and input over scrcpy (else screenshots)")
+    ] = True,
 ) -> None:
     """The lab console: fleet, live phone view with control and inspector, capture, runs, labelling."""
     from realbench.console.command import console_command
@@ -1186,6 +1309,7 @@ def console_cmd(
         data_dir=data,
         packs=pack,
         plans=label_plan,
+        scrcpy=scrcpy,
     )
 
 
