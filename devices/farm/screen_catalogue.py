@@ -236,13 +236,22 @@ def suggest(pack: TaskPack, tasks: list[Task], fixture: Any) -> list[SafeScreen]
         markers += [Selector(resource_id=i, text=t) for i, t in sorted(r.titles or ())]
         if not markers:
             continue
-        controls = sorted(
+        kept = sorted(
             c
             for c in r.controls
             if not any(o != c and o.endswith("*") and c.startswith(o[:-1]) for o in r.controls)
         )
+        controls: list[str | Selector] = list[str | Selector](kept)
         out.append(SafeScreen(name=route, when=markers, allow=sorted(r.needs, key=str), controls=controls))
     return out
+
+
+def _control_yaml(control: str | Selector) -> str:
+    if isinstance(control, Selector):
+        return (
+            "{" + ", ".join(f"{k}: {v}" for k, v in control.model_dump(exclude_defaults=True).items()) + "}"
+        )
+    return f"'{control}'" if control.endswith("*") else control
 
 
 def _yaml(screens: list[SafeScreen]) -> str:
@@ -253,7 +262,7 @@ def _yaml(screens: list[SafeScreen]) -> str:
             for m in s.markers
         )
         allow = ", ".join(a.value for a in s.allow)
-        controls = ", ".join(f"'{c}'" if c.endswith("*") else c for c in s.controls)
+        controls = ", ".join(_control_yaml(c) for c in s.controls)
         lines.append(f"    - {{name: {s.name}, when: [{when}], allow: [{allow}],")
         lines.append(f"       controls: [{controls}]}}")
     return "\n".join(lines)
