@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from machine_info import machine_facts  # noqa: E402
 
 from devices.certify import Certificate, certify  # noqa: E402
-from devices.rig import load_rig, parse_rig  # noqa: E402
+from devices.rig import load_rig, parse_rig, rig_on_phones  # noqa: E402
 from devices.virtual import VirtualPhoneHost  # noqa: E402
 from realbench.taskpack import load_pack  # noqa: E402
 
@@ -45,23 +45,7 @@ def machine() -> dict[str, Any]:
 
 def rig_for(phone: Any) -> Any:
     """The virtual rig's apps and accounts (with their fixtures) on one started phone."""
-    accounts = [a.model_dump(mode="json", exclude_none=True) for a in VIRTUAL.accounts]
-    return parse_rig(
-        {
-            "name": "certify-all",
-            "phones": [
-                {
-                    "serial": phone.serial,
-                    "profile": "generic-1080x2400",
-                    "virtual": True,
-                    "control_url": phone.control_url,
-                    "accounts": [a["name"] for a in accounts],
-                }
-            ],
-            "apps": [a.model_dump(mode="json", exclude_none=True) for a in VIRTUAL.apps],
-            "accounts": accounts,
-        }
-    )
+    return parse_rig(rig_on_phones(VIRTUAL, [phone], name="certify-all"))
 
 
 def pack_figures(cert: Certificate) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,25 @@ def load_rig(path: str | Path) -> Rig:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}", hint="fix the YAML syntax") from None
     return parse_rig(raw, str(p))
+
+
+def rig_on_phones(template: Rig, phones: Sequence[Any], *, name: str) -> dict[str, Any]:
+    """`template`'s apps and accounts (with their fixtures) on virtual phones already started
+    (anything with a `serial` and a `control_url`), every account on every phone: the raw rig, for
+    `parse_rig` or a rig file."""
+    accounts = [a.model_dump(mode="json", exclude_none=True) for a in template.accounts]
+    return {
+        "name": name,
+        "phones": [
+            {
+                "serial": p.serial,
+                "profile": "generic-1080x2400",
+                "virtual": True,
+                "control_url": p.control_url,
+                "accounts": [a["name"] for a in accounts],
+            }
+            for p in phones
+        ],
+        "apps": [a.model_dump(mode="json", exclude_none=True) for a in template.apps],
+        "accounts": accounts,
+    }

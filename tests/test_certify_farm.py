@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from devices.certify import Certificate, certify
 from devices.certify_sample import runnable_tasks, stratified_subset, task_features
 from devices.pack_run import run_pack
-from devices.rig import load_rig, parse_rig
+from devices.rig import load_rig, parse_rig, rig_on_phones
 from devices.virtual import VirtualPhoneHost
 from realbench.cli import app as cli_app
 from realbench.errors import PreflightError
@@ -38,22 +38,7 @@ VIRTUAL = load_rig(ROOT / "rigs" / "virtual.yaml")
 
 def rig_dict(phones: list[Any]) -> dict[str, Any]:
     """The virtual rig's apps and accounts (with their fixtures), on the phones given."""
-    accounts = [a.model_dump(mode="json", exclude_none=True) for a in VIRTUAL.accounts]
-    return {
-        "name": "certify-test",
-        "phones": [
-            {
-                "serial": p.serial,
-                "profile": "generic-1080x2400",
-                "virtual": True,
-                "control_url": p.control_url,
-                "accounts": [a["name"] for a in accounts],
-            }
-            for p in phones
-        ],
-        "apps": [a.model_dump(mode="json", exclude_none=True) for a in VIRTUAL.apps],
-        "accounts": accounts,
-    }
+    return rig_on_phones(VIRTUAL, phones, name="certify-test")
 
 
 @pytest.fixture(scope="module")

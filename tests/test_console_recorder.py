@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from devices.farm.pool import PhonePool
-from devices.rig import load_rig, parse_rig
+from devices.rig import load_rig, parse_rig, rig_on_phones
 from devices.virtual import VirtualPhoneHost
 from realbench.cli import app as cli_app
 from realbench.console.command import console_app
@@ -36,22 +36,7 @@ TASK = "lookup-passenger-count"
 
 
 def _rig(info: Any) -> dict[str, Any]:
-    virtual = load_rig(ROOT / "rigs" / "virtual.yaml")
-    accounts = [a.model_dump(mode="json", exclude_none=True) for a in virtual.accounts]
-    return {
-        "name": "recorder-test",
-        "phones": [
-            {
-                "serial": info.serial,
-                "profile": "generic-1080x2400",
-                "virtual": True,
-                "control_url": info.control_url,
-                "accounts": [a["name"] for a in accounts],
-            }
-        ],
-        "apps": [a.model_dump(mode="json", exclude_none=True) for a in virtual.apps],
-        "accounts": accounts,
-    }
+    return rig_on_phones(load_rig(ROOT / "rigs" / "virtual.yaml"), [info], name="recorder-test")
 
 
 @pytest.fixture(scope="module")

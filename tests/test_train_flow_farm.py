@@ -131,32 +131,15 @@ def test_certify_dismisses_a_pop_up_that_covers_a_step_and_stops_at_the_commit(
     certify taps the pack's rule for it through the armed interlock and goes on to the commit stop.
     Evidence: the phone's own input log holds the rule's tap, and its app holds no order."""
     from devices.certify import certify
-    from devices.rig import parse_rig
+    from devices.rig import parse_rig, rig_on_phones
     from devices.virtual import InputKind, VirtualPhoneHost
     from devices.virtual.control import PhoneControl
 
     pack: TaskPack = load_pack(ROOT / "taskpacks" / "train_ticketing")
-    virtual = load_rig(ROOT / "rigs" / "virtual.yaml")
-    accounts = [a.model_dump(mode="json", exclude_none=True) for a in virtual.accounts]
     with VirtualPhoneHost() as host:
         (info,) = host.start(1, screens="clone", drift="flow")
         host.adb_connect()
-        rig = parse_rig(
-            {
-                "name": "flow-certify",
-                "phones": [
-                    {
-                        "serial": info.serial,
-                        "profile": "generic-1080x2400",
-                        "virtual": True,
-                        "control_url": info.control_url,
-                        "accounts": [a["name"] for a in accounts],
-                    }
-                ],
-                "apps": [a.model_dump(mode="json", exclude_none=True) for a in virtual.apps],
-                "accounts": accounts,
-            }
-        )
+        rig = parse_rig(rig_on_phones(load_rig(ROOT / "rigs" / "virtual.yaml"), [info], name="flow-certify"))
         cert = certify(rig, pack, tmp_path / "cert", task_ids=[TASK])
         (row,) = cert.results
         vphone = host.phone(info.serial)
