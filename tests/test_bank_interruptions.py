@@ -4,11 +4,7 @@ form reached the way the scripts reach it (grid_function's first item, not a gue
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
-
-import pytest
 
 from clones.base import get_clone
 from clones.dom_plan import parse
@@ -85,42 +81,3 @@ def test_no_transfer_recipe_claims_script_for_a_label_no_script_uses() -> None:
                 continue
             for sel in step.selectors:
                 assert sel.text not in ("转账汇款", "本行"), (task.id, step.where)
-
-
-@pytest.mark.farm
-@pytest.mark.browser
-@pytest.mark.skipif(shutil.which("adb") is None, reason="needs Debian's adb")
-@pytest.mark.skipif(
-    not Path(os.environ.get("REALBENCH_CHROMIUM", "/usr/bin/chromium")).exists(), reason="needs Chromium"
-)
-def test_a_virtual_phone_with_ccb_interruptions_is_cleared_by_the_pack_rules(adb_server_port: int) -> None:
-    pytest.importorskip("uiautomator2")
-    from devices.farm.health import dismiss_popups
-    from devices.phone import PhoneDevice
-    from devices.virtual import InputKind, VirtualPhoneHost
-
-    with VirtualPhoneHost() as host:
-        host.start(1, screens="clone", drift="interruptions")
-        host.adb_connect(adb_server_port)
-        vphone = host.phones[0]
-        phone = PhoneDevice(vphone.serial, virtual=True)
-        try:
-            phone.start_app(PACK.real_app.package)
-            start = len(vphone.events)
-            gone = dismiss_popups(phone, PACK.real_app.popups)
-            tree = Hierarchy(phone.hierarchy())
-        finally:
-            phone.close()
-        taps = [e for e in vphone.events.events(start) if e.kind is InputKind.TAP]
-    assert gone == [
-        "floating window or start-up ad",
-        "VPN-risk dialog",
-        "floating window or start-up ad",
-        "是否需要向银行卡 dialog",
-        "ID-expiry notice",
-        "update dialog",
-        "storage-permission dialog",
-    ]
-    assert len(taps) == len(gone)  # the phone's own input log: one tap per pop-up
-    assert tree.find_one(Selector(resource_id="main_home_smart_transfer")) is not None
-    assert not [n for n in tree.nodes if n.short_id.startswith("rb_")]

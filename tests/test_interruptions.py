@@ -122,14 +122,45 @@ def test_the_packs_popup_rules_dismiss_each_interruption(clone_name: str) -> Non
 @pytest.mark.skipif(
     not Path(os.environ.get("REALBENCH_CHROMIUM", "/usr/bin/chromium")).exists(), reason="needs Chromium"
 )
-def test_a_virtual_phone_with_interruptions_is_cleared_by_the_pack_rules(adb_server_port: int) -> None:
+@pytest.mark.parametrize(
+    ("app", "dismissed", "home"),
+    [
+        (
+            "train_ticketing",
+            [
+                "upgrade dialog",
+                "location permission prompt",
+                "student-ticket pop-up",
+                "预填信息购票 dialog",
+                "announcement banner",
+            ],
+            "ticket_home_btn_search",
+        ),
+        (
+            "bank",
+            [
+                "floating window or start-up ad",
+                "VPN-risk dialog",
+                "floating window or start-up ad",
+                "是否需要向银行卡 dialog",
+                "ID-expiry notice",
+                "update dialog",
+                "storage-permission dialog",
+            ],
+            "main_home_smart_transfer",
+        ),
+    ],
+)
+def test_a_virtual_phone_with_interruptions_is_cleared_by_the_pack_rules(
+    adb_server_port: int, app: str, dismissed: list[str], home: str
+) -> None:
     pytest.importorskip("uiautomator2")
     from devices.farm.health import dismiss_popups
     from devices.phone import PhoneDevice
     from devices.virtual import InputKind, VirtualPhoneHost
     from realbench.hierarchy import Hierarchy, Selector
 
-    pack = load_pack(ROOT / "taskpacks" / "train_ticketing")
+    pack = load_pack(ROOT / "taskpacks" / app)
     with VirtualPhoneHost() as host:
         host.start(1, screens="clone", drift="interruptions")
         host.adb_connect(adb_server_port)
@@ -143,13 +174,7 @@ def test_a_virtual_phone_with_interruptions_is_cleared_by_the_pack_rules(adb_ser
         finally:
             phone.close()
         taps = [e for e in vphone.events.events(start) if e.kind is InputKind.TAP]
-    assert gone == [
-        "upgrade dialog",
-        "location permission prompt",
-        "student-ticket pop-up",
-        "预填信息购票 dialog",
-        "announcement banner",
-    ]
+    assert gone == dismissed
     assert len(taps) == len(gone)  # the phone's own input log: one tap per pop-up
-    assert tree.find_one(Selector(resource_id="ticket_home_btn_search")) is not None
+    assert tree.find_one(Selector(resource_id=home)) is not None
     assert not [n for n in tree.nodes if n.short_id.startswith("rb_")]
