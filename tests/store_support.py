@@ -3,6 +3,7 @@ and the CLI run as a user runs it (a separate process), for the tests that read 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -58,3 +59,10 @@ def realbench_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProce
         timeout=timeout,
         env=env,
     )
+
+
+def show_json(store_dir: Path) -> Any:
+    """`realbench show --json` of a store, as a reader in another process sees it."""
+    done = realbench_cli("show", str(store_dir), "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

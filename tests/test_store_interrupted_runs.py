@@ -9,7 +9,6 @@ index on disk and from `realbench show`."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
@@ -18,7 +17,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,6 +25,7 @@ from realbench.outcome import Outcome, Verdict
 from realbench.runner import LocalRunner, summarize
 from realbench.store import EpisodeKey, RunStore
 from realbench.taskpack import load_pack
+from tests.store_support import show_json
 
 ROOT = Path(__file__).resolve().parent.parent
 PACK = load_pack(ROOT / "taskpacks" / "toy")
@@ -128,7 +127,7 @@ def test_ctrl_c_records_interrupted_episodes_that_a_plain_rerun_resumes(tmp_path
     assert all("interrupted" in (e or "") for _, _, e in rows)
     assert all(p.after == [] for p in phones), "an interruption counted against a phone"
 
-    show = _show(store_dir)
+    show = show_json(store_dir)
     (run,) = show["runs"]
     assert (run["interrupted"], run["given_up"], run["aborted"], run["abort_rate"]) == (2, 0, 0, 0.0)
     assert run["given_up_reasons"] == {}
@@ -186,19 +185,6 @@ def _rows(store_dir: Path) -> list[tuple[str, str, str | None]]:
         db.close()
 
 
-def _show(store_dir: Path) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "realbench", "show", str(store_dir), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
-
-
 @pytest.mark.browser
 def test_ctrl_c_on_a_clone_run_is_one_line_and_a_rerun_finishes_it(tmp_path):
     """The whole command: SIGINT to its process group, as a terminal's Ctrl-C sends it."""
@@ -231,12 +217,12 @@ def test_ctrl_c_on_a_clone_run_is_one_line_and_a_rerun_finishes_it(tmp_path):
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "WebSocketDisconnect" not in stderr, stderr
     assert "run stopped (Ctrl-C)" in stderr
-    (run,) = _show(out)["runs"]
+    (run,) = show_json(out)["runs"]
     assert (run["given_up"], run["abort_rate"]) == (0, 0.0), run
     assert "env_invalid" not in run["outcomes"], run["outcomes"]
     rerun = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
-    (run,) = _show(out)["runs"]
+    (run,) = show_json(out)["runs"]
     assert run["episodes"] == 12 and run["interrupted"] == 0 and run["given_up"] == 0
 
 

@@ -8,7 +8,6 @@ Verdicts come from the command's exit, its stderr and `realbench show` over the 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -17,11 +16,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from realbench.taskpack import load_pack
+from tests.store_support import show_json
 
 pytestmark = [
     pytest.mark.farm,
@@ -44,19 +43,6 @@ def _stored(store_dir: Path) -> int:
         return 0
     finally:
         db.close()
-
-
-def _show(store_dir: Path) -> Any:
-    done = subprocess.run(
-        [sys.executable, "-m", "realbench", "show", str(store_dir), "--json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 @pytest.mark.timeout(300)
@@ -91,7 +77,7 @@ def test_ctrl_c_on_virtual_phones_is_one_line_without_a_socket_traceback(tmp_pat
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and "WebSocketDisconnect" not in stderr, stderr
     assert "run stopped (Ctrl-C)" in stderr
-    (run,) = _show(out)["runs"]
+    (run,) = show_json(out)["runs"]
     assert run["episodes"] < 30 and run["episodes"] + run["interrupted"] >= 1, run
     assert (run["given_up"], run["abort_rate"]) == (0, 0.0), run
     assert "env_invalid" not in run["outcomes"], run["outcomes"]
