@@ -35,15 +35,15 @@ venv: $(STAMP)
 
 # The venv's own pip (Python 3.11's) installs editable pyproject packages: upgrading it first only
 # added a download and a reinstall to every fresh setup.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[dev,ray,train,verl]'
+	$(PIP) -c constraints.txt -e '.[dev,ray,train,verl]'
 	@touch $(STAMP) $(BASE_STAMP)
 
 # A venv that `make setup` completed since pyproject.toml last changed already has the package.
-$(BASE_STAMP): pyproject.toml
+$(BASE_STAMP): pyproject.toml constraints.txt
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	@[ $(STAMP) -nt pyproject.toml ] || $(PIP) -e .
+	@[ $(STAMP) -nt pyproject.toml ] || $(PIP) -c constraints.txt -e .
 	@touch $(BASE_STAMP)
 
 demo: system $(BASE_STAMP)
