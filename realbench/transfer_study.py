@@ -26,6 +26,7 @@ from rich.console import Console
 from realbench.agents.policy import POLICY_PREFIX
 from realbench.agents.policy_net import load_checkpoint
 from realbench.errors import ConfigError
+from realbench.safe_yaml import load_yaml_text, read_yaml_file
 from realbench.study import ROOT, Study, StudyConfig
 
 log = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def run_policy_study(config: StudyConfig, specs: dict[str, str], clone_store: Pa
 
 def rig_with_drift(rig: Path, profile: str, out: Path) -> Path:
     """A copy of a virtual rig whose phones show `profile`'s drift."""
-    raw = yaml.safe_load(Path(rig).read_text(encoding="utf-8"))
+    raw = load_yaml_text(read_yaml_file(Path(rig), what="rig"))
     if not isinstance(raw, dict) or not isinstance(raw.get("virtual"), dict):
         raise ConfigError(f"{rig}: the transfer study needs a rig of virtual phones (a `virtual:` section)")
     raw["virtual"]["drift"] = profile
