@@ -6,17 +6,19 @@ and a run store with judged phone-side episodes."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from devices.farm.pool import PhonePool
 from devices.farm.synthetic import synthetic_pack_dict
 from devices.rig import PhoneSpec, parse_rig
 from devices.virtual import VirtualPhoneHost
+from devices.virtual.commit_screens import CommitTestScreen, ScreenSpec
 from realbench.console.command import console_app
 from realbench.console.server import serve_in_thread
 from tests.analysis_fixtures import write_store
@@ -113,3 +115,45 @@ def running_console(
                 yield RunningConsole(url, host, serials, pool, tmp / "store", tmp / "data")
         finally:
             pool.close()
+
+
+@dataclass
+class ConsoleBench:
+    """A console serving one virtual phone whose bank package shows commit test screens; the
+    verdicts come from those screens' own commit records."""
+
+    url: str
+    host: Any
+    serial: str
+    pool: PhonePool
+    data: Path
+    app: Any = None
+    screens: list[CommitTestScreen] = field(default_factory=list)
+
+    @property
+    def vphone(self) -> Any:
+        return self.host.phone(self.serial)
+
+    def install(self, build: Callable[[], ScreenSpec]) -> None:
+        """Show a fresh `build()` screen for the bank package from its next start."""
+        from devices.virtual.phone import static_screens
+
+        self.screens.clear()
+
+        def maker(phone: Any, package: str) -> Any:
+            if package != BANK:
+                return static_screens(phone, package)
+            screen = CommitTestScreen(package, build(), dumps_served=lambda: phone.dumps_served)
+            self.screens.append(screen)
+            return screen
+
+        self.vphone.set_screens(maker)
+
+    def commits(self) -> list[Any]:
+        return [c for s in self.screens for c in s.commits]
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        return httpx.post(f"{self.url}/api/phones/{self.serial}{path}", json=body, timeout=120)
+
+    def screen(self) -> httpx.Response:
+        return httpx.get(f"{self.url}/api/phones/{self.serial}/screen?width=540", timeout=60)

@@ -19,17 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from devices.farm.pool import PhonePool
 from devices.rig import PhoneSpec
-from devices.virtual.commit_screens import CommitTestScreen, Gesture, ScreenSpec
+from devices.virtual.commit_screens import Gesture, ScreenSpec
 from devices.virtual.uitree import UiNode
 from realbench.actions import Action, Key, KeyPress, Type, action_to_dict
 from realbench.console.command import console_app
 from realbench.console.server import serve_in_thread
-from tests.console_support import console_rig
+from tests.console_support import ConsoleBench, console_rig
 from tests.farm_support import virtual_phones
 from tests.interlock_attacks import BANK, PAY, attacks, title
 
@@ -84,39 +83,7 @@ CONSOLE_ATTACKS = [
 ]
 
 
-@dataclass
-class Bench:
-    url: str
-    host: Any
-    serial: str
-    pool: PhonePool
-    data: Path
-    screens: list[CommitTestScreen]
-
-    @property
-    def vphone(self) -> Any:
-        return self.host.phone(self.serial)
-
-    def install(self, build: Callable[[], ScreenSpec]) -> None:
-        """Show a fresh `build()` screen for the bank package from its next start."""
-        from devices.virtual.phone import static_screens
-
-        self.screens.clear()
-
-        def maker(phone: Any, package: str) -> Any:
-            if package != BANK:
-                return static_screens(phone, package)
-            screen = CommitTestScreen(package, build(), dumps_served=lambda: phone.dumps_served)
-            self.screens.append(screen)
-            return screen
-
-        self.vphone.set_screens(maker)
-
-    def commits(self) -> list[Any]:
-        return [c for s in self.screens for c in s.commits]
-
-    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        return httpx.post(f"{self.url}/api/phones/{self.serial}{path}", json=body, timeout=120)
+Bench = ConsoleBench
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +98,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
                 console_app(rig=None, stores=[], data_dir=tmp / "data", pool=pool) as app,
                 serve_in_thread(app) as url,
             ):
-                yield Bench(url, host, serials[0], pool, tmp / "data", [])
+                yield Bench(url, host, serials[0], pool, tmp / "data")
         finally:
             pool.close()
 

@@ -11,21 +11,17 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
 from devices.farm.pool import PhonePool
 from devices.rig import PhoneSpec
-from devices.virtual.commit_screens import CommitTestScreen
 from devices.virtual.model import InputSource
 from realbench.actions import Key, KeyPress, action_to_dict
 from realbench.console.command import console_app
 from realbench.console.server import serve_in_thread
-from tests.console_support import CHROMIUM, CHROMIUM_ARGS, console_pack, console_rig
+from tests.console_support import CHROMIUM, CHROMIUM_ARGS, ConsoleBench, console_pack, console_rig
 from tests.farm_support import virtual_phones
 from tests.interlock_attacks import BANK, CANCEL, PAY, pay_screen, tap
 
@@ -35,44 +31,7 @@ adbutils = pytest.importorskip("adbutils")
 
 from devices.scrcpy_client import ClientOptions, ScrcpyClient  # noqa: E402
 
-
-@dataclass
-class Live:
-    url: str
-    host: Any
-    serial: str
-    pool: PhonePool
-    app: Any
-    screens: list[CommitTestScreen]
-
-    @property
-    def vphone(self) -> Any:
-        return self.host.phone(self.serial)
-
-    def install_pay_screen(self) -> None:
-        from devices.virtual.phone import static_screens
-
-        self.screens.clear()
-
-        def maker(phone: Any, package: str) -> Any:
-            if package != BANK:
-                return static_screens(phone, package)
-            screen = CommitTestScreen(
-                package, pay_screen("立即支付"), dumps_served=lambda: phone.dumps_served
-            )
-            self.screens.append(screen)
-            return screen
-
-        self.vphone.set_screens(maker)
-
-    def commits(self) -> list[Any]:
-        return [c for s in self.screens for c in s.commits]
-
-    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
-        return httpx.post(f"{self.url}/api/phones/{self.serial}{path}", json=body, timeout=120)
-
-    def screen(self) -> httpx.Response:
-        return httpx.get(f"{self.url}/api/phones/{self.serial}/screen?width=540", timeout=60)
+Live = ConsoleBench
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +50,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                 ) as app,
                 serve_in_thread(app) as url,
             ):
-                yield Live(url, host, serials[0], pool, app, [])
+                yield Live(url, host, serials[0], pool, tmp / "data", app)
         finally:
             pool.close()
 
@@ -110,7 +69,7 @@ def test_the_live_view_is_scrcpy_video(live: Live) -> None:
 
 def test_a_control_socket_tap_on_a_commit_control_does_not_commit(live: Live) -> None:
     # the trap works: the same tap straight over a scrcpy control socket commits
-    live.install_pay_screen()
+    live.install(lambda: pay_screen("立即支付"))
     dev = adbutils.adb.device(live.serial)
     dev.shell(["am", "force-stop", BANK])
     dev.shell(["monkey", "-p", BANK, "1"])
@@ -123,7 +82,7 @@ def test_a_control_socket_tap_on_a_commit_control_does_not_commit(live: Live) ->
     assert live.commits(), "the pay button did not commit over an unguarded control socket"
 
     # through the console (its input leaves over its own scrcpy session), nothing reaches the phone
-    live.install_pay_screen()
+    live.install(lambda: pay_screen("立即支付"))
     assert live.post("/start", {"package": BANK}).status_code == 200
     assert live.screen().headers["x-frame-source"] == "scrcpy"
     events = live.vphone.events
