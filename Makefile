@@ -10,6 +10,17 @@ STAMP := $(VENV)/.installed-stamp
 # its CUDA wheels are most of a fresh install's minutes). `make setup` installs everything.
 BASE_STAMP := $(VENV)/.base-stamp
 PIP := $(PY) -m pip install -q --disable-pip-version-check
+# uv resolves and installs the pinned set (constraints.txt) in seconds where pip took minutes (a base
+# install 6 s from a cold uv cache against ~2 min, the full set 11 s against ~4 min, on 2 cores). It does
+# not read pip's configuration, so pip's find-links (where a machine keeps local wheels, e.g. a CPU
+# torch) are passed on. When uv cannot be installed or fails, pip installs the same pinned set.
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
+FIND_LINKS := $(foreach d,$(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)),--find-links $(d))
+install = [ -x $(PY) ] || $(PYTHON) -m venv $(VENV); \
+	[ -x $(UV) ] || $(PIP) uv==$(UV_VERSION) || true; \
+	if [ -x $(UV) ] && $(UV) pip install -q --python $(PY) $(FIND_LINKS) -c constraints.txt $(1); then :; \
+	else $(PIP) -c constraints.txt $(1); fi
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_OUT ?= out/demo
 # pytest workers for `make test`: the suite mostly waits on Chromium, adb and servers, so two workers
@@ -36,14 +47,12 @@ venv: $(STAMP)
 # The venv's own pip (Python 3.11's) installs editable pyproject packages: upgrading it first only
 # added a download and a reinstall to every fresh setup.
 $(STAMP): pyproject.toml constraints.txt
-	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PIP) -c constraints.txt -e '.[dev,ray,train,verl]'
+	@$(call install,-e '.[dev,ray,train,verl]')
 	@touch $(STAMP) $(BASE_STAMP)
 
 # A venv that `make setup` completed since pyproject.toml last changed already has the package.
 $(BASE_STAMP): pyproject.toml constraints.txt
-	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	@[ $(STAMP) -nt pyproject.toml ] || $(PIP) -c constraints.txt -e .
+	@[ $(STAMP) -nt pyproject.toml ] || { $(call install,-e .); }
 	@touch $(BASE_STAMP)
 
 demo: system $(BASE_STAMP)
