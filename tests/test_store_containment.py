@@ -6,7 +6,9 @@ with sqlite3) or from another process's view, never from the store's own report.
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import json
 import os
 import shutil
@@ -250,50 +252,120 @@ def test_a_label_write_takes_the_lock_so_a_run_waits_for_it(tmp_path):
 
 def _read_only_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`realbench ARGS` with `store_dir` read-only to it. File modes do not bind root, so as root
-    the folder is bind-mounted read-only in a private mount namespace (nothing outside sees it)."""
+    the folder is bind-mounted read-only in a private mount namespace (nothing outside sees it), or,
+    where mount namespaces are not allowed, without the capabilities that let root override modes."""
     if os.geteuid() != 0:
-        for p in sorted(store_dir.rglob("*"), reverse=True):
-            p.chmod(0o555 if p.is_dir() else 0o444)
-        store_dir.chmod(0o555)
+        _read_only_modes(store_dir)
         return realbench_cli(*args)
-    if shutil.which("unshare") is None:
-        pytest.skip("needs unshare(1) to make a read-only mount as root")
     script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        ["unshare", "-m", "sh", "-c", script, str(store_dir), sys.executable, "-m", "realbench", *args],
+    if shutil.which("unshare") is not None:
+        done = subprocess.run(
+            ["unshare", "-m", "sh", "-c", script, str(store_dir), sys.executable, "-m", "realbench", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
+        if not ("mount:" in done.stderr or "unshare:" in done.stderr) or "realbench" in done.stderr:
+            return done
+    return _without_mode_overrides(store_dir, *args)
+
+
+def _read_only_modes(store_dir: Path) -> None:
+    for p in sorted(store_dir.rglob("*"), reverse=True):
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    store_dir.chmod(0o555)
+
+
+# Capabilities that let root ignore file modes (linux/capability.h): without them in its bounding set a
+# process running as root is held to the modes like any owner.
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER = 1, 2, 3
+PR_CAPBSET_DROP = 24
+
+
+def _drop_mode_overrides() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _without_mode_overrides(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Root where mount namespaces are not allowed: the command runs as root without the
+    capabilities that override file modes, so the store's read-only modes bind it."""
+    _read_only_modes(store_dir)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "realbench", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=180,
         env=env,
+        preexec_fn=_drop_mode_overrides,
     )
-    if "mount:" in done.stderr and "realbench" not in done.stderr:
-        pytest.skip(f"cannot make a read-only mount here: {done.stderr.strip()}")
-    return done
 
 
-@pytest.mark.parametrize("leave_wal", [False, True], ids=["closed", "with-wal-files"])
-def test_a_read_only_store_is_read_read_only_and_refused_to_writers_in_one_line(tmp_path, leave_wal):
+def test_the_fallback_without_mode_overrides_cannot_write_the_store(tmp_path):
+    """The fallback above is only a read-only store if the process really cannot write: shown on
+    the disk, not by realbench's own refusal."""
+    if os.geteuid() != 0:
+        pytest.skip("the fallback is for root")
+    store_dir = tmp_path / "s"
+    fill_store(store_dir)
+    _read_only_modes(store_dir)
+    probe = store_dir / "probe"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", f"open({str(probe)!r}, 'w')"],
+            capture_output=True,
+            text=True,
+            preexec_fn=_drop_mode_overrides,
+        )
+        assert done.returncode != 0 and "Permission denied" in done.stderr
+        assert not probe.exists()
+        # the same write as root with its capabilities goes through: the modes alone do not bind root
+        subprocess.run([sys.executable, "-c", f"open({str(probe)!r}, 'w')"], check=True)
+        assert probe.exists()
+    finally:
+        for p in [store_dir, *store_dir.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+
+
+@pytest.mark.parametrize(
+    ("leave_wal", "without_overrides"),
+    [(False, False), (True, False), (False, True)],
+    ids=["closed", "with-wal-files", "closed-without-mode-overrides"],
+)
+def test_a_read_only_store_is_read_read_only_and_refused_to_writers_in_one_line(
+    tmp_path, leave_wal, without_overrides
+):
+    if without_overrides and os.geteuid() != 0:
+        pytest.skip("a user has no mode overrides: the other cases are this one")
     store_dir = tmp_path / "s"
     fill_store(store_dir)
     reader = None
     if leave_wal:  # a reader still has it open: -wal and -shm exist when the folder turns read-only
         reader = RunStore(store_dir, create=False)
         assert (store_dir / "index.sqlite-shm").exists()
+    cli = (
+        functools.partial(_without_mode_overrides, store_dir)
+        if without_overrides
+        else functools.partial(_read_only_cli, store_dir)
+    )
     try:
-        show = _read_only_cli(store_dir, "show", str(store_dir), "--json")
+        show = cli("show", str(store_dir), "--json")
         assert show.returncode == 0, show.stderr
         runs = json.loads(show.stdout)["runs"]
         assert [r["run_id"] for r in runs] == [RUN] and runs[0]["episodes"] == len(KEYS)
-        check = _read_only_cli(store_dir, "store", "check", str(store_dir))
+        check = cli("store", "check", str(store_dir))
         assert check.returncode == 0, check.stderr + check.stdout
-        repair = _read_only_cli(store_dir, "store", "repair", str(store_dir))
+        repair = cli("store", "repair", str(store_dir))
         assert repair.returncode != 0
         assert "read-only" in _one_line_error(repair)
-        run = _read_only_cli(
-            store_dir, "run", "--pack", "taskpacks/toy", "--out", str(store_dir), "--no-progress"
-        )
+        run = cli("run", "--pack", "taskpacks/toy", "--out", str(store_dir), "--no-progress")
         assert run.returncode != 0
         assert "read-only" in _one_line_error(run)
     finally:
