@@ -1,12 +1,17 @@
 """Lab console: live-view frames per second and tap-to-visible latency on a virtual phone, with the
 live view fed by scrcpy's video and by the screenshot stream (its fallback).
 
-The live view is what the phone page runs: one frame request after another at 540 px width
+The JPEG stream is one frame request after another at 540 px width
 (`GET /api/phones/{serial}/screen?width=540`); with scrcpy each answer is the next decoded video
-frame (re-encoded as JPEG), else a fresh screenshot. `scrcpy_decoded_frames_per_s` is the video
+frame (re-encoded as JPEG), else a fresh screenshot. With `--browser` the phone page itself runs
+in headless Chromium: with scrcpy it decodes the H.264 packets in the page (WebCodecs, 720 px),
+else it shows the JPEG stream; its frames per second and its own tap-to-visible (from the page's
+act request until its view changes) are measured there. `scrcpy_decoded_frames_per_s` is the video
 itself: frames a scrcpy client decodes per second at 720x1600 (the phone's 1080x2400 screen). Tap-to-visible is the time from sending a tap
 (`POST .../act`, through the pool's lease and the interlock) until a frame of that stream shows
-the screen changed (outside the status bar). The phone is a virtual phone (the ticket app's static
+the screen changed (outside the status bar). The act request's parts come from its reply (`ms`:
+the interlock's dumps and decisions, writing the input, waiting for its effect); `dump_ms` is one
+hierarchy dump straight from the phone, for scale. The phone is a virtual phone (the ticket app's static
 placeholder screen) behind the real adb server: a test rig, not a phone.
 
     python benchmarks/console.py [--seconds 10] [--taps 20] [--browser] [--source scrcpy|screenshots|both]
@@ -35,6 +40,28 @@ from tests.console_support import running_console  # noqa: E402
 from tests.farm_support import TICKET  # noqa: E402
 
 WIDTH = 540
+# In the page: send the tap as the page does and time until the shown view (the decoded video's
+# canvas, else the JPEG) differs below the status bar; the act's reply time comes along.
+PAGE_TAP = """async ({url, tap}) => {
+  const video = document.getElementById("screen-video"), jpeg = document.getElementById("screen-jpeg");
+  const small = document.createElement("canvas"); small.width = 90; small.height = 200;
+  const ctx = small.getContext("2d", { willReadFrequently: true });
+  const grab = () => { ctx.drawImage(video.hidden ? jpeg : video, 0, 0, 90, 200); return ctx.getImageData(0, 10, 90, 190).data; };
+  const before = grab(), t0 = performance.now();
+  const reply = fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tap) })
+    .then(() => performance.now() - t0);
+  let seen = window.rbFrames;
+  while (performance.now() - t0 < 10000) {
+    await new Promise((r) => setTimeout(r, 4));
+    if (window.rbFrames === seen) continue;  // compared only when a new frame was shown
+    seen = window.rbFrames;
+    const now = grab();
+    let n = 0;
+    for (let i = 0; i < now.length; i += 4) if (Math.abs(now[i] - before[i]) > 24) n++;
+    if (n > 0.01 * now.length / 4) { const visible = performance.now() - t0; return { visible, act: await reply }; }
+  }
+  return null;
+}"""
 
 
 def machine() -> str:
@@ -123,7 +150,7 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
         assert button is not None
         cx, cy = button.bounds.center
         tap = {"type": "click", "x": round(cx * 1000 / 1079), "y": round(cy * 1000 / 2399)}
-        latencies, acts = [], []
+        latencies, acts, parts = [], [], []
         for _ in range(args.taps):
             time.sleep(0.3)
             before = latest["frame"]
@@ -131,6 +158,7 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
             r = client.post(base + "/act", json=tap)
             acts.append(time.perf_counter() - sent)
             assert r.status_code == 200, r.text
+            parts.append(r.json().get("ms", {}))
             deadline = sent + 10
             while time.perf_counter() < deadline:
                 if latest["at"] > sent and changed(before, latest["frame"]):  # type: ignore[arg-type, operator]
@@ -142,9 +170,17 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
         th.join(timeout=10)
         # the phone's own input log says which path the console's input took
         inputs_over_scrcpy = sum(1 for e in c.host.phone(serial).events.events() if e.source == "scrcpy")
+        phone = c.pool.phone(serial)
+        dumps = []
+        for _ in range(10):
+            t = time.perf_counter()
+            phone.hierarchy()
+            dumps.append(time.perf_counter() - t)
         client.post(base + "/release", json={})
-        # 3. the phone page itself in headless Chromium (its own frame counter)
-        page_fps = None
+        # 3. the phone page itself in headless Chromium (its own frame counter and taps)
+        page_fps = page_decoder = phone_fps = None
+        page_visible: list[float] = []
+        page_acts: list[float] = []
         if args.browser:
             from playwright.sync_api import sync_playwright
 
@@ -155,9 +191,28 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
                 page = browser.new_page()
                 page.goto(f"{c.url}/phone/{serial}")
                 page.wait_for_function("window.rbFrames >= 3", timeout=60_000)
-                f0, t0 = page.evaluate("window.rbFrames"), time.perf_counter()
+                if source == "scrcpy":
+                    page.wait_for_function(
+                        "document.getElementById('source').dataset.decoder === 'webcodecs'", timeout=60_000
+                    )
+                vphone = c.host.phone(serial)
+
+                def sent() -> int:  # frames the phone's scrcpy servers sent (the console's session)
+                    return sum(session.frames_sent for session in list(vphone.scrcpy.sessions.values()))
+
+                f0, s0, t0 = page.evaluate("window.rbFrames"), sent(), time.perf_counter()
                 time.sleep(args.seconds)
                 page_fps = (page.evaluate("window.rbFrames") - f0) / (time.perf_counter() - t0)
+                phone_fps = (sent() - s0) / (time.perf_counter() - t0)
+                page_decoder = page.evaluate("document.getElementById('source').dataset.decoder")
+                for _ in range(args.taps):
+                    page.wait_for_timeout(300)
+                    seen = page.evaluate(PAGE_TAP, {"url": base + "/act", "tap": tap})
+                    assert seen is not None, "the page's view never changed after a tap"
+                    page_visible.append(seen["visible"] / 1000)
+                    page_acts.append(seen["act"] / 1000)
+                    client.post(base + "/act", json={"type": "key", "key": "back"})
+                client.post(base + "/release", json={})
                 browser.close()
     return {
         "machine": machine(),
@@ -168,9 +223,24 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
         "tap_to_visible_ms_p50": round(1000 * pct(latencies, 0.5)),
         "tap_to_visible_ms_p95": round(1000 * pct(latencies, 0.95)),
         "act_request_ms_p50": round(1000 * pct(acts, 0.5)),
+        "act_parts_ms_p50": {
+            k: round(statistics.median(float(p[k]) for p in parts if k in p), 1)
+            for k in ("guard", "send", "settle")
+            if any(k in p for p in parts)
+        },
+        "act_dumps_median": statistics.median(int(p["dumps"]) for p in parts)
+        if parts and "dumps" in parts[0]
+        else None,
+        "act_input_path": sorted({str(p.get("path")) for p in parts}),
+        "dump_ms_p50": round(1000 * statistics.median(dumps), 1),
         "taps_seen": f"{len(latencies)}/{args.taps}",
         "inputs_over_scrcpy": inputs_over_scrcpy,
         "page_frames_per_s": None if page_fps is None else round(page_fps, 1),
+        "page_decoder": page_decoder,
+        "phone_sent_frames_per_s_meanwhile": None if phone_fps is None else round(phone_fps, 1),
+        "page_tap_to_visible_ms_p50": round(1000 * pct(page_visible, 0.5)) if page_visible else None,
+        "page_tap_to_visible_ms_p95": round(1000 * pct(page_visible, 0.95)) if page_visible else None,
+        "page_act_request_ms_p50": round(1000 * pct(page_acts, 0.5)) if page_acts else None,
         "scrcpy_decoded_frames_per_s_720x1600": None if video_fps is None else round(video_fps, 1),
     }
 

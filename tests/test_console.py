@@ -111,6 +111,38 @@ def _client(guard: ConsoleGuard, host: str = "127.0.0.1:8700") -> httpx.Client:
     return httpx.Client(transport=httpx.ASGITransport(app=guard), base_url=f"http://{host}")  # type: ignore[arg-type]
 
 
+def test_guard_refuses_socket_handshakes_before_the_app_sees_them() -> None:
+    """A browser opens a WebSocket to any site without asking; the console has no socket routes, so
+    a handshake must never reach the app (where it would skip the token and Origin checks)."""
+    import anyio
+
+    reached: list[str] = []
+
+    async def app(scope, receive, send) -> None:  # noqa: ANN001 - a bare ASGI app
+        reached.append(scope["type"])
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.accept"})
+
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "websocket.connect"}
+
+    scope = {
+        "type": "websocket",
+        "path": "/api/phones",
+        "headers": [(b"host", b"127.0.0.1:8700"), (b"origin", b"http://evil.example")],
+        "query_string": b"",
+    }
+    for token in (None, "t" * 24):
+        anyio.run(ConsoleGuard(app, token=token, loopback=True), scope, receive, send)
+    assert reached == []
+    assert [m["type"] for m in sent] == ["websocket.close", "websocket.close"]
+
+
 def test_guard_token_origin_content_type_and_host() -> None:
     import anyio
 
@@ -369,9 +401,12 @@ def _page(browser: object):  # noqa: ANN202 - playwright Page
 
 
 def _frame_image(page) -> Image.Image:  # noqa: ANN001
-    """The live image as the page shows it (drawn to a canvas), so a change is what a person sees."""
+    """The live image as the page shows it (the decoded video's canvas, else the JPEG stream's
+    image, drawn to a canvas), so a change is what a person sees."""
     handle = page.wait_for_function(
-        """() => { const img = document.getElementById('screen');
+        """() => { const video = document.getElementById('screen-video');
+        if (!video.hidden) return video.toDataURL('image/png');
+        const img = document.getElementById('screen-jpeg');
         if (!img.complete || !img.naturalWidth) return null;
         const c = document.createElement('canvas');
         c.width = img.naturalWidth; c.height = img.naturalHeight; c.getContext('2d').drawImage(img, 0, 0);

@@ -8,19 +8,26 @@ records and the phone's input log (each event names its source, `scrcpy` for the
 
 from __future__ import annotations
 
+import base64
+import io
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+from PIL import Image, ImageChops
 
+from devices import scrcpy_protocol as proto
 from devices.farm.pool import PhonePool
 from devices.rig import PhoneSpec
 from devices.virtual.model import InputSource
 from realbench.actions import Key, KeyPress, action_to_dict
 from realbench.console.command import console_app
 from realbench.console.server import serve_in_thread
+from realbench.console.video_feed import STREAM_HEADER
 from tests.console_support import CHROMIUM, CHROMIUM_ARGS, ConsoleBench, console_pack, console_rig
 from tests.farm_support import virtual_phones
 from tests.interlock_attacks import BANK, CANCEL, PAY, pay_screen, tap
@@ -120,21 +127,152 @@ def test_the_screenshot_stream_is_the_fallback_and_says_why(
         video.close()
 
 
-@pytest.mark.browser
-def test_the_phone_page_plays_scrcpy_video(live: Live) -> None:
-    sync_api = pytest.importorskip("playwright.sync_api")
+def _browser(p: Any) -> Any:
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian chromium is not installed at /usr/bin/chromium")
+    return p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+def _grey(png: bytes, size: tuple[int, int] = (180, 400)) -> Image.Image:
+    """Below the status bar (its clock ticks), small and grey: what a person would compare."""
+    image = Image.open(io.BytesIO(png)).convert("L")
+    top = round(image.height * 0.05)
+    return image.crop((0, top, image.width, image.height)).resize(size, Image.Resampling.BILINEAR)
+
+
+def _distance(a: Image.Image, b: Image.Image) -> float:
+    """Mean absolute grey difference, 0–255."""
+    hist = ImageChops.difference(a, b).histogram()
+    return sum(i * n for i, n in enumerate(hist)) / max(1, sum(hist))
+
+
+@pytest.mark.browser
+def test_the_phone_page_decodes_scrcpy_video_and_shows_the_phones_screen(live: Live) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = _browser(p)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"{live.url}/phone/{live.serial}")
             page.wait_for_function("window.rbFrames >= 10", timeout=30_000)
+            # decoded in the page (WebCodecs), not the console's JPEG stream
+            assert page.locator("#source").get_attribute("data-decoder") == "webcodecs"
             assert page.locator("#source").inner_text() == "live video (scrcpy)"
             assert page.locator("#source").get_attribute("data-source") == "scrcpy"
+            assert (
+                page.locator("#screen-video").is_visible() and not page.locator("#screen-jpeg").is_visible()
+            )
+            size = page.evaluate(
+                "[document.getElementById('screen-video').width, document.getElementById('screen-video').height]"
+            )
+            assert size == [720, 1600]
+            # the canvas shows what the phone shows, read through another path (uiautomator's screenshot)
+            shown = page.evaluate("document.getElementById('screen-video').toDataURL('image/png')")
+            canvas = _grey(base64.b64decode(shown.split(",", 1)[1]))
+            phone = _grey(live.pool.phone(live.serial).screenshot())
+            assert _distance(canvas, phone) < 6, _distance(canvas, phone)
+            # the comparison can fail: a blank view and the same screen upside down are far from it
+            assert _distance(Image.new("L", phone.size, 0), phone) > 30
+            assert _distance(phone.rotate(180), phone) > 6
             assert not errors
         finally:
             browser.close()
+
+
+@pytest.mark.browser
+def test_a_browser_without_webcodecs_gets_the_jpeg_stream_and_is_told_why(live: Live) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = _browser(p)
+        try:
+            page = browser.new_page()
+            page.add_init_script("delete window.VideoDecoder; delete window.EncodedVideoChunk;")
+            page.goto(f"{live.url}/phone/{live.serial}")
+            page.wait_for_function("window.rbFrames >= 3", timeout=30_000)
+            source = page.locator("#source")
+            assert source.get_attribute("data-decoder") == "jpeg"
+            assert (
+                source.inner_text()
+                == "live video (scrcpy) · JPEG frames: this browser has no WebCodecs decoder"
+            )
+            assert (
+                page.locator("#screen-jpeg").is_visible() and not page.locator("#screen-video").is_visible()
+            )
+        finally:
+            browser.close()
+
+
+@pytest.mark.browser
+def test_without_a_scrcpy_server_the_page_shows_screenshots_and_says_why(
+    live: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    import realbench.console.video as video
+
+    monkeypatch.setattr("devices.scrcpy_client.CONNECT_TIMEOUT_S", 1.5)
+    # a console whose client asks for a server version the phone refuses: no server answers
+    monkeypatch.setattr(video, "ClientOptions", lambda: ClientOptions(server_version="9.9"))
+    with (
+        console_app(rig=None, stores=[], data_dir=live.data / "refused", pool=live.pool) as app,
+        serve_in_thread(app) as url,
+    ):
+        answer = httpx.get(f"{url}/api/phones/{live.serial}/video", timeout=60)
+        assert answer.status_code == 503 and "never answered" in answer.json()["error"]
+        with sync_api.sync_playwright() as p:
+            browser = _browser(p)
+            try:
+                page = browser.new_page()
+                page.goto(f"{url}/phone/{live.serial}")
+                page.wait_for_function("window.rbFrames >= 3", timeout=30_000)
+                source = page.locator("#source")
+                assert source.get_attribute("data-source") == "screenshots"
+                assert source.get_attribute("data-decoder") == "jpeg"
+                assert source.inner_text().startswith("screenshot stream: scrcpy server on")
+                assert "never answered" in source.inner_text()
+            finally:
+                browser.close()
+
+
+def _video_head(url: str, **headers: str) -> tuple[int, bytes]:
+    """The status and the first bytes of a video answer (the stream is then closed)."""
+    with httpx.stream("GET", url, headers=headers, timeout=60) as r:
+        if r.status_code != 200:
+            r.read()
+            return r.status_code, r.content
+        head = b""
+        for chunk in r.iter_bytes():
+            head += chunk
+            if len(head) >= STREAM_HEADER.size + proto.FRAME_HEADER.size:
+                return 200, head
+    return 200, head
+
+
+def test_the_video_stream_follows_the_consoles_origin_and_token_rules(live: Live) -> None:
+    video = f"{live.url}/api/phones/{live.serial}/video"
+    # the stream itself: codec, size and catch-up, then the config packet first (a decoder needs it)
+    status, head = _video_head(video)
+    assert status == 200
+    codec, width, height, catch_up = STREAM_HEADER.unpack(head[:16])
+    assert (codec, width, height) == (proto.CODEC_H264, 720, 1600) and catch_up >= 1
+    assert proto.FrameHeader.decode(head[16:28]).config
+    # another local port's page, and a request the browser marks cross-site, get nothing
+    port = int(live.url.rsplit(":", 1)[1])
+    assert _video_head(video, origin=f"http://127.0.0.1:{port + 1}")[0] == 403
+    assert _video_head(video, **{"sec-fetch-site": "cross-site"})[0] == 403
+    assert _video_head(video, origin=f"http://127.0.0.1:{port}")[0] == 200
+    # a console that needs a token: none, a wrong one → 401; the right one → the stream
+    token = "t" * 24
+    with (
+        console_app(
+            rig=None, stores=[], data_dir=live.data / "token", pool=live.pool, token=token, loopback=False
+        ) as app,
+        serve_in_thread(app) as url,
+    ):
+        guarded = f"{url}/api/phones/{live.serial}/video"
+        assert _video_head(guarded)[0] == 401
+        assert _video_head(guarded, authorization="Bearer " + "u" * 24)[0] == 401
+        assert _video_head(guarded + "?token=" + "u" * 24)[0] == 401
+        status, head = _video_head(guarded, authorization="Bearer " + token)
+        assert status == 200 and STREAM_HEADER.unpack(head[:16])[0] == proto.CODEC_H264

@@ -14,7 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -33,6 +33,7 @@ from realbench.console.episodes import (
 from realbench.console.labels import LabelQueue
 from realbench.console.phones import ConsolePhones
 from realbench.console.security import CONSOLE_LIMITS
+from realbench.console.video_feed import stream as video_stream
 from realbench.errors import (
     ActionError,
     BoundaryBlocked,
@@ -217,6 +218,30 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
         }
         return Response(data, media_type="image/jpeg", headers=headers)
 
+    async def api_video(request: Request) -> Response:
+        """scrcpy's H.264 as it is, for the page's own decoder (docs/console.md); 503 with the
+        reason when there is no video (the page then shows the JPEG stream)."""
+        serial = request.path_params["serial"]
+        p = phones()
+        live = await _call(p.live_packets, serial)
+        if live is None:
+            status = p.video.status(serial)
+            return JSONResponse(
+                {"error": status.note, "source": status.source},
+                status_code=503,
+                headers={"cache-control": "no-store"},
+            )
+        client, feed = live
+        return StreamingResponse(
+            video_stream(feed, client.width, client.height, lambda: client.alive),
+            media_type="application/octet-stream",
+            headers={
+                "cache-control": "no-store",
+                "x-content-type-options": "nosniff",
+                "x-frame-source": "scrcpy",
+            },
+        )
+
     async def api_hierarchy(request: Request) -> Response:
         xml = await _call(phones().hierarchy, request.path_params["serial"])
         return Response(xml, media_type="application/xml", headers={"cache-control": "no-store"})
@@ -239,7 +264,7 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
             await _call(cfg.recorder.before_action, serial, action)
         error: Exception | None = None
         try:
-            await _call(
+            timing = await _call(
                 phones().act, serial, action, confirm=str(confirm) if confirm else None, operator=operator
             )
         except RealbenchError as exc:
@@ -248,7 +273,10 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
         finally:
             if cfg.recorder is not None:
                 cfg.recorder.after_action(serial, error)
-        return JSONResponse({"ok": True, "action": action.model_dump(mode="json")})
+        body: dict[str, Any] = {"ok": True, "action": action.model_dump(mode="json")}
+        if timing is not None:
+            body["ms"] = timing.to_ms()  # the interlock, the input, the wait for its effect
+        return JSONResponse(body)
 
     async def api_lease(request: Request) -> Response:
         data = await _json(request)
@@ -319,6 +347,7 @@ def build_app(cfg: ConsoleConfig) -> Starlette:
         Route("/label", guarded(label_page)),
         Route("/api/phones", guarded(api_phones)),
         Route("/api/phones/{serial}/screen", guarded(api_screen)),
+        Route("/api/phones/{serial}/video", guarded(api_video)),
         Route("/api/phones/{serial}/hierarchy", guarded(api_hierarchy)),
         Route("/api/phones/{serial}/inspect", guarded(api_inspect)),
         Route("/api/phones/{serial}/act", guarded(api_act), methods=["POST"]),

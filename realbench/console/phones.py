@@ -24,10 +24,12 @@ from typing import Any
 from devices.farm.interlock import InterlockedDevice
 from devices.farm.interlock_policy import InterlockPolicy
 from devices.farm.pool import Lease, LeaseTimeout, PhonePool, lease_holder_pid, persisted_status
+from devices.scrcpy_client import ScrcpyClient
 from devices.scrcpy_input import ScrcpyInputPhone
 from realbench.actions import Action, OpenApp, action_to_dict
 from realbench.console.selectors import choose_selector, describe_node, node_at
 from realbench.console.video import LiveVideo, VideoStatus
+from realbench.console.video_feed import PacketFeed
 from realbench.errors import BoundaryBlocked, ConfigError, DeviceError, RealbenchError
 from realbench.hierarchy import Hierarchy, Selector
 
@@ -51,10 +53,28 @@ class Blocked:
     reason: str
 
 
+@dataclass(frozen=True)
+class ActTiming:
+    """Where one console action's time went: the interlock (its fresh dumps and decisions), writing
+    the input, and waiting for its effect (scrcpy: a changed video frame; else the phone's settle)."""
+
+    total_s: float
+    guard_s: float
+    dumps: int
+    send_s: float
+    settle_s: float
+    path: str
+
+    def to_ms(self) -> dict[str, Any]:
+        ms = {k: round(getattr(self, k) * 1000, 1) for k in ("total_s", "guard_s", "send_s", "settle_s")}
+        return {**{k.removesuffix("_s"): v for k, v in ms.items()}, "dumps": self.dumps, "path": self.path}
+
+
 @dataclass
 class _PhoneState:
     lease: Lease | None = None
     guarded: InterlockedDevice | None = None
+    inputs: ScrcpyInputPhone | None = None
     last_input: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
     facts_at: float = 0.0
@@ -130,6 +150,7 @@ class ConsolePhones:
             # Touches and keys leave over scrcpy's control socket while its video is live: still
             # only after the interlock has passed them.
             inputs = ScrcpyInputPhone(self.pool.phone(serial), lambda: self.video.live(serial))
+            st.inputs = inputs
             st.guarded = InterlockedDevice(inputs, settle_s=OPERATOR_SETTLE_S)
             st.guarded.arm(self.boundary, self.forbidden, self.policy)
             st.last_input = time.monotonic()
@@ -138,7 +159,7 @@ class ConsolePhones:
     def release(self, serial: str) -> None:
         with self._guard:
             st = self._state(serial)
-            lease, st.lease, st.guarded = st.lease, None, None
+            lease, st.lease, st.guarded, st.inputs = st.lease, None, None, None
             if lease is not None:
                 lease.release()
 
@@ -171,6 +192,11 @@ class ConsolePhones:
         if data is None:
             data = self.frame(serial, width, quality)
         return data, self.video.status(serial)
+
+    def live_packets(self, serial: str) -> tuple[ScrcpyClient, PacketFeed] | None:
+        """scrcpy's session and its H.264 packets for a page that decodes them (None: no video)."""
+        self._state(serial)
+        return self.video.packets(serial)
 
     def hierarchy(self, serial: str, *, max_age_s: float = 0.0) -> str:
         st = self._state(serial)
@@ -297,10 +323,13 @@ class ConsolePhones:
         st.hierarchy = None
         return st.guarded
 
-    def act(self, serial: str, action: Action, *, confirm: str | None = None, operator: str = "") -> None:
+    def act(
+        self, serial: str, action: Action, *, confirm: str | None = None, operator: str = ""
+    ) -> ActTiming | None:
         """Send an action through the guarded device. Raises `BoundaryBlocked` (with `.control`)
         when it is refused, unless `confirm` names exactly that control and `operator` names the
-        person sending it anyway (there is no default operator)."""
+        person sending it anyway (there is no default operator). Returns where its time went
+        (None when the phone's input path does not say)."""
         operator = check_operator(operator, required=bool(confirm))
         if isinstance(action, OpenApp) and action.app not in {a.package for a in self.pool.rig.apps}:
             # Another app could be anything (a payment app, settings): only the rig's apps open.
@@ -308,6 +337,10 @@ class ConsolePhones:
                 f"{action.app} is not an app of rig {self.pool.rig.name!r}", hint="open one of the rig's apps"
             )
         guarded = self._guarded(serial, operator)
+        inputs = self._state(serial).inputs
+        start, dumps = time.perf_counter(), guarded.dumps
+        if inputs is not None:
+            inputs.last = None
         try:
             guarded.act(action)
         except BoundaryBlocked as exc:
@@ -319,6 +352,18 @@ class ConsolePhones:
             guarded.override(
                 action, operator=operator, reason=f"console confirmation of {exc.control} (screen: {screen})"
             )
+        total = time.perf_counter() - start
+        sent = inputs.last if inputs is not None else None
+        if sent is None:
+            return None
+        return ActTiming(
+            total,
+            total - sent.send_s - sent.settle_s,
+            guarded.dumps - dumps,
+            sent.send_s,
+            sent.settle_s,
+            sent.path,
+        )
 
     def _screen_summary(self, xml: str | None) -> str:
         """The first texts of the screen the interlock refused on (redacted), to name it in the log."""

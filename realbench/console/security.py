@@ -112,6 +112,11 @@ class ConsoleGuard:
         return None, False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            # The console has no socket routes, and a socket would skip every check below (a browser
+            # opens one to any site): refuse the handshake, which the server answers with 403.
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

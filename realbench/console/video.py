@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devices.scrcpy_client import ClientOptions, ScrcpyClient, ScrcpyUnavailable
+from realbench.console.video_feed import PacketFeed
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ SCREENSHOTS = "screenshots"
 @dataclass
 class _Live:
     client: ScrcpyClient | None = None
+    feed: PacketFeed | None = None  # the packets as they are, for pages that decode them
     failed_at: float = 0.0
     reason: str = ""
     served_seq: int = 0
@@ -70,12 +72,18 @@ class LiveVideo:
                 st.failed_at = time.monotonic()
                 st.client.close()
                 st.client = None
+                if st.feed is not None:
+                    st.feed.end()
+                    st.feed = None
             if st.failed_at and time.monotonic() - st.failed_at < RETRY_S:
                 return None
             try:
                 import adbutils
 
-                st.client = ScrcpyClient(adbutils.adb.device(serial), self.options).start()
+                client = ScrcpyClient(adbutils.adb.device(serial), self.options)
+                feed = PacketFeed()
+                client.packet_sinks.append(feed.on_packet)  # before start: the config packet comes first
+                st.client, st.feed = client.start(), feed
                 st.reason, st.failed_at = "", 0.0
             except ScrcpyUnavailable as exc:
                 st.reason, st.failed_at = exc.message, time.monotonic()
@@ -84,6 +92,14 @@ class LiveVideo:
                 )
                 return None
             return st.client
+
+    def packets(self, serial: str) -> tuple[ScrcpyClient, PacketFeed] | None:
+        """The live session and its packet feed (starting scrcpy if need be); None: no video."""
+        client = self.ensure(serial)
+        st = self._state(serial)
+        if client is None or st.feed is None:
+            return None
+        return client, st.feed
 
     def frame(self, serial: str, width: int | None, quality: int) -> bytes | None:
         """The next scrcpy frame as JPEG at `width` (None: fall back to a screenshot)."""
@@ -124,3 +140,6 @@ class LiveVideo:
                 if st.client is not None:
                     st.client.close()
                     st.client = None
+                if st.feed is not None:
+                    st.feed.end()
+                    st.feed = None

@@ -47,35 +47,137 @@ function startPhone() {
   const root = document.querySelector(".phone");
   const serial = root.dataset.serial, width = root.dataset.width;
   const base = "/api/phones/" + encodeURIComponent(serial);
-  const img = document.getElementById("screen");
+  const img = document.getElementById("screen");  // the view: the decoded video or the JPEG stream
+  const jpeg = document.getElementById("screen-jpeg"), canvas = document.getElementById("screen-video");
   const msg = document.getElementById("message");
   window.rbFrames = 0;
   let frameTimes = [];
 
   function say(text, error) { msg.textContent = text; msg.className = "message" + (error ? " error" : ""); }
+  const pause = (ms) => new Promise((res) => setTimeout(res, ms));
+  function counted() {
+    window.rbFrames++;
+    const now = performance.now();
+    frameTimes.push(now);
+    frameTimes = frameTimes.filter((t) => now - t < 2000);
+    document.getElementById("fps").textContent = (frameTimes.length / 2).toFixed(1) + " frames/s";
+  }
+  function source(note, kind, decoder) {
+    const src = document.getElementById("source");
+    src.textContent = note; src.dataset.source = kind; src.dataset.decoder = decoder;
+  }
+  function show(decoded) { canvas.hidden = !decoded; jpeg.hidden = decoded; }
 
-  async function stream() {
-    for (;;) {
+  // The JPEG stream: one frame request after another (scrcpy's frames re-encoded by the console,
+  // or screenshots), until `until` (ms, performance.now()).
+  async function jpegStream(until, why) {
+    show(false);
+    while (performance.now() < until) {
       try {
         const r = await fetch(`${base}/screen?width=${width}&t=${Date.now()}`);
         if (r.ok) {
           // scrcpy video, or the screenshot stream and why scrcpy is not in use
-          const note = r.headers.get("x-frame-note");
-          if (note) { const src = document.getElementById("source"); src.textContent = note; src.dataset.source = r.headers.get("x-frame-source") || ""; }
+          const note = r.headers.get("x-frame-note") || "";
+          const kind = r.headers.get("x-frame-source") || "";
+          source(kind === "scrcpy" && why ? `${note} · JPEG frames: ${why}` : note, kind, "jpeg");
           const url = URL.createObjectURL(await r.blob());
-          await new Promise((res) => { img.onload = res; img.onerror = res; const old = img.src; img.src = url; if (old) URL.revokeObjectURL(old); });
-          window.rbFrames++;
-          const now = performance.now();
-          frameTimes.push(now);
-          frameTimes = frameTimes.filter((t) => now - t < 2000);
-          document.getElementById("fps").textContent = (frameTimes.length / 2).toFixed(1) + " frames/s";
-        } else { await new Promise((res) => setTimeout(res, 500)); }
-      } catch (e) { await new Promise((res) => setTimeout(res, 500)); }
+          await new Promise((res) => { jpeg.onload = res; jpeg.onerror = res; const old = jpeg.src; jpeg.src = url; if (old) URL.revokeObjectURL(old); });
+          counted();
+        } else { await pause(500); }
+      } catch (e) { await pause(500); }
+    }
+  }
+
+  // The H.264 of scrcpy as the phone sends it, decoded here by WebCodecs: a 16-byte header (codec
+  // id, width, height, frame packets of catch-up), then packets behind scrcpy's 12-byte header
+  // (PTS with the config and key-frame flags in its top bits, payload size): first the config
+  // and the frames since the last key frame (decoded, not shown: they are the past), then live
+  // ones. Resolves with why it stopped.
+  async function videoStream() {
+    if (!("VideoDecoder" in window)) return "this browser has no WebCodecs decoder" + (window.isSecureContext ? "" : " (the page is not a secure context: use https or localhost)");
+    let r;
+    try { r = await fetch(`${base}/video`, { cache: "no-store" }); } catch (e) { return "the video request failed"; }
+    if (!r.ok) { let why = "error " + r.status; try { why = (await r.json()).error || why; } catch (e) { /* not JSON */ } return why; }
+    const reader = r.body.getReader();
+    let buf = new Uint8Array(0), config = null, decoder = null, failed = "", shown = false, catchUp = 0, outputs = 0, keySeen = false;
+    const ctx = canvas.getContext("2d");
+    async function need(n) {
+      while (buf.length < n) {
+        const { value, done } = await reader.read();
+        if (done) return false;
+        const joined = new Uint8Array(buf.length + value.length); joined.set(buf); joined.set(value, buf.length); buf = joined;
+      }
+      return true;
+    }
+    function take(n) { const out = buf.slice(0, n); buf = buf.subarray(n); return out; }
+    function codecOf(annexB) {  // avc1.PPCCLL from the SPS (NAL type 7) of the config packet
+      for (let i = 0; i + 4 < annexB.length; i++) {
+        if (annexB[i] === 0 && annexB[i + 1] === 0 && annexB[i + 2] === 1 && (annexB[i + 3] & 0x1f) === 7) {
+          return "avc1." + [annexB[i + 4], annexB[i + 5], annexB[i + 6]].map((b) => b.toString(16).padStart(2, "0")).join("");
+        }
+      }
+      return null;
+    }
+    try {
+      if (!(await need(16))) return "the video stream ended";
+      const meta = new DataView(take(16).buffer);
+      canvas.width = meta.getUint32(4); canvas.height = meta.getUint32(8); catchUp = meta.getUint32(12);
+      while (!failed && (await need(12))) {
+        const head = new DataView(take(12).buffer);
+        const hi = head.getUint32(0), size = head.getUint32(8);
+        const isConfig = (hi & 0x80000000) !== 0, isKey = (hi & 0x40000000) !== 0;
+        const pts = (hi & 0x3fffffff) * 4294967296 + head.getUint32(4);
+        if (!(await need(size))) break;
+        const payload = take(size);
+        if (isConfig) {
+          config = payload;
+          if (decoder) continue;
+          const codec = codecOf(payload);
+          const cfg = { codec: codec || "avc1.42e01f", optimizeForLatency: true };
+          const support = await VideoDecoder.isConfigSupported(cfg).catch(() => ({ supported: false }));
+          if (!codec || !support.supported) { reader.cancel(); return `this browser cannot decode ${cfg.codec} (WebCodecs)`; }
+          decoder = new VideoDecoder({
+            output: (frame) => {
+              if (++outputs < catchUp) { frame.close(); return; }  // the past: only the last is drawn
+              ctx.drawImage(frame, 0, 0, canvas.width, canvas.height); frame.close();
+              if (!shown) { shown = played = true; show(true); source("live video (scrcpy)", "scrcpy", "webcodecs"); }
+              counted();
+            },
+            error: (e) => { failed = "the decoder failed: " + e.message; },
+          });
+          decoder.configure(cfg);
+          continue;
+        }
+        if (!decoder) continue;  // nothing can be decoded before the config
+        if (!keySeen && !isKey) continue;  // nor before a key frame (a catch-up too long to keep)
+        keySeen = true;
+        if (decoder.state === "closed") break;
+        // scrcpy's own client joins the config packet to the key frame that follows it
+        const data = isKey && config ? (() => { const d = new Uint8Array(config.length + payload.length); d.set(config); d.set(payload, config.length); return d; })() : payload;
+        decoder.decode(new EncodedVideoChunk({ type: isKey ? "key" : "delta", timestamp: pts, data }));
+      }
+    } catch (e) {
+      failed = failed || "the video stream failed: " + e.message;
+    } finally {
+      if (decoder && decoder.state !== "closed") decoder.close();
+      reader.cancel().catch(() => {});
+    }
+    return failed || "the video stream ended";
+  }
+
+  let played = false;
+  async function stream() {
+    for (;;) {
+      played = false;
+      const why = await videoStream();
+      // Decoded video where it can be had; else the JPEG stream, and video is tried again later
+      // (soon when it had played: a viewer that fell behind is ended and starts again).
+      await jpegStream(performance.now() + (played ? 1000 : window.rbVideoRetryMs || 30000), why);
     }
   }
 
   function norm(ev) {
-    const r = img.getBoundingClientRect();
+    const r = (canvas.hidden ? jpeg : canvas).getBoundingClientRect();
     const x = Math.round(Math.min(1, Math.max(0, (ev.clientX - r.left) / r.width)) * 1000);
     const y = Math.round(Math.min(1, Math.max(0, (ev.clientY - r.top) / r.height)) * 1000);
     return { x, y };
