@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from clones.contracts import SideEffectCheckSet, State, VerifierSet
+from clones.state_copy import copy_tree
 from realbench.errors import CloneError, UnknownNameError
 from realbench.outcome import Verdict
 from realbench.taskpack import AnswerSpec, CloneSetup, TaskInstance
@@ -70,7 +71,7 @@ def clock_of(state: State) -> datetime:
 
 
 def snapshot(state: State) -> State:
-    return copy.deepcopy(state)
+    return copy_tree(state)
 
 
 def deep_merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

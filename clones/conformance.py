@@ -16,7 +16,6 @@ out; the clone validates it.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import deque
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any
 
 from clones.base import Clone, State, UIEvent
 from clones.screen import screen_html
+from clones.state_copy import copy_tree
 from clones.stats import controls_of, crawl
 from realbench.errors import CloneError
 from realbench.taskpack import CloneSetup
@@ -162,7 +162,7 @@ def _screens(clone: Clone, seeds: list[State], *, per_route: int, max_states: in
         for control in controls:
             if control.kind == "field":
                 continue
-            nxt = {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+            nxt = {k: (v if k == "world" else copy_tree(v)) for k, v in state.items()}
             event = UIEvent(control.name, control.arg, dict(form), long_press=control.kind == "long_press")
             try:
                 clone.handle(nxt, event)
@@ -183,7 +183,7 @@ def poison_problems(
     starts = seeds or [clone.build_state(CloneSetup(seed=11), {})]
     problems: list[str] = []
     for state in _screens(clone, starts, per_route=per_route, max_states=max_states):
-        state = {**state, "ui": copy.deepcopy(state["ui"])}
+        state = {**state, "ui": copy_tree(state["ui"])}
         ui = state["ui"]
         if ui.get("toast") is None:
             ui["toast"] = "toast"

@@ -12,7 +12,6 @@ crawl seed state. Selectors resolve with `realbench.hierarchy.Selector`; a tap f
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 from clones.base import Clone, State, UIEvent
 from clones.screen import SCREEN_CLOSE, SCREEN_OPEN, screen_html
+from clones.state_copy import copy_tree
 from realbench.actions import Key
 from realbench.errors import CloneError
 from realbench.hierarchy import Node, Selector, read_as_shown
@@ -290,7 +290,7 @@ class DomPlanRunner:
         self.boundary = list(boundary or [])
         self.focused: str | None = None
         self.fields: dict[str, str] = {}
-        self.run = PlanRun(before=copy.deepcopy(state), after=state)
+        self.run = PlanRun(before=copy_tree(state), after=state)
         self.crossed = False
         self._refresh()
 
@@ -430,7 +430,7 @@ def run_plan(
 ) -> PlanRun:
     """Run the task's golden plan (or `steps`) on a copy of `state` until it answers, terminates or
     crosses the commit boundary; `state` itself is left as it was."""
-    runner = plan_runner(clone, copy.deepcopy(state), instance)
+    runner = plan_runner(clone, copy_tree(state), instance)
     for step in instance.task.golden if steps is None else steps:
         runner.step(step)
         if runner.finished:

@@ -70,6 +70,7 @@ from clones.drift import DRIFT_EVENT, Drift, DriftScreen, relabel_html, resolve_
 from clones.flow_interruptions import flow_interruptions_of
 from clones.interruptions import interruptions_of
 from clones.screen import screen_html
+from clones.state_copy import copy_tree
 from realbench.errors import CloneError, ConfigError, RealbenchError, ServerError
 from realbench.http_guard import (
     IN_PROCESS_SECURITY,
@@ -185,7 +186,7 @@ def check_state_shape(state: Any, clone: Clone | None = None) -> State:
 def _working_copy(state: State) -> State:
     """A copy a handler may mutate. The world is read-only by contract, so copies (working states,
     snapshots, baselines) share it instead of copying it."""
-    return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+    return {k: (v if k == "world" else copy_tree(v)) for k, v in state.items()}
 
 
 @dataclass

@@ -12,7 +12,6 @@ named form fields), fires every event, and records the routes it reaches. The fi
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
@@ -22,6 +21,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from clones.base import Clone, State, UIEvent
+from clones.state_copy import copy_tree
 from realbench.errors import CloneError
 from realbench.taskpack import CloneSetup
 
@@ -89,7 +89,7 @@ class CloneStats:
 
 def _branch(state: State) -> State:
     """A copy that shares the read-only world (the costly part) with its parent."""
-    return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
+    return {k: (v if k == "world" else copy_tree(v)) for k, v in state.items()}
 
 
 def _world_text(state: State) -> str:

@@ -19,7 +19,14 @@ from realbench.errors import ConfigError, RunInterrupted, UnknownNameError
 from realbench.golden import GoldenAgent
 from realbench.real_allowed import SkippedTask, split_real_allowed
 from realbench.run_config import RunConfig
-from realbench.runner import LocalRunner, default_run_id, plan_episodes, summarize
+from realbench.runner import (
+    LocalRunner,
+    default_run_id,
+    pending_items,
+    plan_episodes,
+    run_summary,
+    summarize,
+)
 from realbench.store import RunStore
 from realbench.taskpack import TaskPack, load_pack
 
@@ -152,10 +159,24 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
     }
     eligible = None
     runners: list[LocalRunner] = []
+    # A rerun of a finished run starts no browser and no phone (nor checks the phones' app versions):
+    # bringing them up takes seconds (Chromium, adb, a clone server) and no input would reach them.
+    # With a certificate or video the targets shape what is recorded, and a Ray cluster has its own
+    # bring-up: those start as ever.
+    finished = (
+        c.scheduler == "local"
+        and c.certified is None
+        and not c.video
+        and bool(keys)
+        and not pending_items(store, rid, keys, max_attempts=c.max_attempts, retry_given_up=c.retry_given_up)
+    )
     with ExitStack() as stack:
         # pushed first so that it runs last: after the targets closed, which ends the episodes in flight
         stack.push(partial(_on_interrupt, store, runners, c.out))
-        if kind is TargetKind.CLONE:
+        if finished:
+            log.info("run %s: every planned episode is already stored, nothing to start", rid)
+            targets: list[Target] = []
+        elif kind is TargetKind.CLONE:
             targets = stack.enter_context(
                 clone_targets(pack, workers=c.workers, server_url=c.server_url, drift=c.drift, scale=c.scale)
             )
@@ -187,24 +208,27 @@ def run_pack(config: RunConfig) -> dict[str, Any]:
             executor = stack.enter_context(ray_executor(pack, c.rig, kind, factory))
         elif c.scheduler != "local":
             raise UnknownNameError("scheduler", c.scheduler, ["local", "ray"])
-        runner = LocalRunner(
-            store,
-            rid,
-            pack,
-            targets,
-            factory,
-            max_attempts=c.max_attempts,
-            progress=c.progress,
-            execute=executor,
-            retry_given_up=c.retry_given_up,
-            eligible=eligible,
-        )
-        runners.append(runner)
-        if c.video:
-            from devices.episode_video import with_video
+        if finished:
+            summary = run_summary(store, rid, max_attempts=c.max_attempts)
+        else:
+            runner = LocalRunner(
+                store,
+                rid,
+                pack,
+                targets,
+                factory,
+                max_attempts=c.max_attempts,
+                progress=c.progress,
+                execute=executor,
+                retry_given_up=c.retry_given_up,
+                eligible=eligible,
+            )
+            runners.append(runner)
+            if c.video:
+                from devices.episode_video import with_video
 
-            runner.execute = with_video(runner.execute)
-        summary = runner.run(keys)
+                runner.execute = with_video(runner.execute)
+            summary = runner.run(keys)
     if gate:
         summary.data["real_gate"] = gate
     # summary.json covers every run of the store (a store holds base and trained side by side);

@@ -228,6 +228,37 @@ def _given_up_reasons(frame: Any, keys: set[EpisodeKey]) -> dict[str, int]:
     return dict(reasons.most_common())
 
 
+def pending_items(
+    store: RunStore, run_id: str, keys: list[EpisodeKey], *, max_attempts: int, retry_given_up: bool
+) -> list[_Item]:
+    """The planned episodes still to run, each with the attempt numbers it has left."""
+    done = store.attempts(run_id)
+    numbers = store.attempt_numbers(run_id)
+    items = []
+    for key in keys:
+        outs = _counted(done.get(key, []))
+        if any(o.scored for o in outs):
+            continue
+        # after `store repair` re-queued a damaged attempt the numbers may have a gap
+        first = max(numbers.get(key, [-1])) + 1
+        if len(outs) >= max_attempts:
+            if not retry_given_up:
+                continue
+            # a given-up episode gets a fresh budget of max_attempts attempts
+            items.append(_Item(key, attempt=first, last_attempt=first + max_attempts - 1))
+            continue
+        items.append(_Item(key, attempt=first, last_attempt=first + max_attempts - len(outs) - 1))
+    return items
+
+
+def run_summary(store: RunStore, run_id: str, *, max_attempts: int, not_run: int = 0) -> RunSummary:
+    """The summary a run ends with; `not_run`: episodes left because every target was quarantined."""
+    summary = summarize(store, run_id, max_attempts=max_attempts)
+    summary.data["not_run"] = not_run
+    summary.data["quarantined_all"] = not_run > 0
+    return summary
+
+
 class LocalRunner:
     """Executes planned episodes with one worker thread per target."""
 
@@ -277,23 +308,9 @@ class LocalRunner:
         return run_episode(instance, target, agent)
 
     def pending(self, keys: list[EpisodeKey]) -> list[_Item]:
-        done = self.store.attempts(self.run_id)
-        numbers = self.store.attempt_numbers(self.run_id)
-        items = []
-        for key in keys:
-            outs = _counted(done.get(key, []))
-            if any(o.scored for o in outs):
-                continue
-            # after `store repair` re-queued a damaged attempt the numbers may have a gap
-            first = max(numbers.get(key, [-1])) + 1
-            if len(outs) >= self.max_attempts:
-                if not self.retry_given_up:
-                    continue
-                # a given-up episode gets a fresh budget of max_attempts attempts
-                items.append(_Item(key, attempt=first, last_attempt=first + self.max_attempts - 1))
-                continue
-            items.append(_Item(key, attempt=first, last_attempt=first + self.max_attempts - len(outs) - 1))
-        return items
+        return pending_items(
+            self.store, self.run_id, keys, max_attempts=self.max_attempts, retry_given_up=self.retry_given_up
+        )
 
     def run(self, keys: list[EpisodeKey]) -> RunSummary:
         items = self.pending(keys)
@@ -418,10 +435,7 @@ class LocalRunner:
         if outstanding[0] > 0:
             log.warning("%d episodes were not run: every target was quarantined", outstanding[0])
         self.not_run = max(0, outstanding[0])
-        summary = summarize(self.store, self.run_id, max_attempts=self.max_attempts)
-        summary.data["not_run"] = self.not_run
-        summary.data["quarantined_all"] = self.not_run > 0
-        return summary
+        return run_summary(self.store, self.run_id, max_attempts=self.max_attempts, not_run=self.not_run)
 
     def wait_stopped(self, timeout_s: float) -> int:
         """After a stop: wait for the workers to record the episodes cut short; returns how many

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     pack = load_pack(ROOT / "taskpacks" / "train_ticketing")
-    lookups = [t.id for t in pack.tasks if t.answer.type.value != "none"][:2]
+    lookups = [t.id for t in pack.tasks if t.answer.type.value != "none"][:1]
     # Short booking plans (no swipes or scrolls); the synthetic policy's stray swipes still put
     # swipes on both sides, and the reproducibility test below holds with them because a swipe's
     # touches carry their intended timestamps (tests/test_swipe_determinism.py).
@@ -29,10 +29,12 @@ def study(tmp_path_factory):
         t.id
         for t in pack.tasks
         if t.real.boundary and t.difficulty <= 2 and not any(s.scroll_to or s.swipe for s in t.golden)
-    ][:2]
+    ][:1]
     out = tmp_path_factory.mktemp("study")
-    # Two phones and two clone pages carry the 8 phone, 16 clone and 8 replay episodes of four
-    # tasks: every phone or page more is start-up work with nothing to run.
+    # One task of each kind (an answer, a booking that ends at its commit boundary) is every path
+    # of every stage; the study runs twice (the same-seed test), so a task more costs its episodes
+    # twice. Two phones and two clone pages carry the 4 phone, 8 clone and 4 replay episodes:
+    # every phone or page more is start-up work with nothing to run.
     config = StudyConfig(
         out=out,
         tasks=lookups + bookings,
@@ -126,16 +128,23 @@ def test_same_seed_gives_the_same_study(study, tmp_path_factory):
     again = Study(config).run()
 
     def outcomes(root: Path) -> dict[tuple[str, str, str], tuple[object, ...]]:
-        """Per scored episode: how it ended, its steps and its resolved success (truth, checks,
+        """Per scored episode: how it ended, its actions and its resolved success (truth, checks,
         judge). Keyed without the attempt number: an attempt the infrastructure aborted (a phone call
         that timed out on a loaded machine) is run again, so one study may score attempt 1 where
-        the other scores attempt 0 of the same episode."""
+        the other scores attempt 0 of the same episode. Steps are counted without the plan's waits:
+        how many waits a screen that ends by itself takes (12306's order queue, a few seconds of
+        wall time) depends on the machine's load, not on the seed."""
         with StoreSet([root / "real"]) as ss:
             frame = resolve_outcomes(ss.episodes(), ss.verdicts(), "synthetic:judge")
+        store = RunStore(root / "real", create=False)
+        acted = [
+            sum(1 for step in store.steps(e) if (step.get("action") or {}).get("type") != "wait")
+            for e in frame["episode_id"]
+        ]
         ids = frame["episode_id"].str.split("/", n=1).str[1].str.rsplit("/", n=1).str[0]
         keys = list(zip(frame["task"], frame["model"], ids, strict=True))
         assert len(set(keys)) == len(keys), "one scored attempt per episode"
-        values = zip(frame["outcome"], frame["steps"], frame["success"], strict=True)
+        values = zip(frame["outcome"], acted, frame["success"], strict=True)
         return dict(zip(keys, values, strict=True))
 
     clone_episodes = RunStore(again.out / "clone", create=False).episodes_frame()

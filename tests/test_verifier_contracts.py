@@ -182,8 +182,13 @@ def test_contract_problems_name_the_task_and_field(case: str) -> None:
 @pytest.mark.parametrize("case", ["misspelt arg", "answer verifier, no answer", "unknown scenario"])
 def test_check_pack_command_refuses_malformed_variants(case: str, tmp_path: Path) -> None:
     raw, task_id, edit, field, message = MALFORMED[case]
+    variant = _variant(raw, task_id, edit)
+    # The broken task beside one sound task: the command must name the one, and the whole pack's
+    # contracts (seconds per pack, repeated per case) are test_every_pack_passes_its_contracts'.
+    sound = next(t for t in variant["tasks"] if t["id"] != task_id)
+    variant["tasks"] = [sound, _raw_task(variant, task_id)]
     path = tmp_path / "pack.yaml"
-    path.write_text(yaml.safe_dump(_variant(raw, task_id, edit), allow_unicode=True), encoding="utf-8")
+    path.write_text(yaml.safe_dump(variant, allow_unicode=True), encoding="utf-8")
     result = CliRunner().invoke(app, ["check-pack", str(path)])
     assert result.exit_code == 2, result.output
     assert f"task '{task_id}', field '{field}'" in result.output.replace("\n", " ") or (
