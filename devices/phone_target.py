@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -35,7 +36,7 @@ from devices.recipe_runner import SetupRunner, StepRecord
 from devices.rig import Account
 from devices.secrets import install_redaction
 from devices.virtual.control import PhoneControl
-from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe, Type
+from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe
 from realbench.device import Device, TargetKind
 from realbench.errors import ConfigError, DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.hierarchy import Hierarchy, Node, Selector
@@ -55,17 +56,18 @@ VIRTUAL_SETTLE_S = 0.05
 VIRTUAL_TRUTH = "virtual-phone-truth"
 
 
-def _find(phone: PhoneDevice, selector: Selector) -> Node | None:
+def _find(phone: PhoneDevice | InterlockedDevice, selector: Selector) -> Node | None:
     try:
         return Hierarchy(phone.hierarchy()).find_one(selector)
     except RealbenchError:
         return None
 
 
-def _tap(phone: PhoneDevice, node: Node) -> None:
-    w, h = phone.size()
+def _tap(guard: InterlockedDevice, node: Node) -> None:
+    """A setup tap: through the guard, decided as an agent's tap would be."""
+    w, h = guard.size()
     cx, cy = node.bounds.center
-    phone.act(
+    guard.act(
         Click(
             x=max(0, min(1000, round(cx * 1000 / (w - 1)))), y=max(0, min(1000, round(cy * 1000 / (h - 1))))
         )
@@ -265,7 +267,11 @@ class PhoneTarget:
 
     def _setup_real(self, instance: TaskInstance) -> None:
         assert self.interlock is not None
-        self.interlock.disarm()
+        # Every setup input goes through the armed interlock, from the cold start's pop-ups and
+        # the login recipe on: none can cross the boundary or touch a forbidden control.
+        self.interlock.arm(
+            instance.boundary(), list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack)
+        )
         package = self.pack.package_for(instance.task)
         self.setup_records = []
         if self.virtual_control is not None:
@@ -280,15 +286,11 @@ class PhoneTarget:
             )
         self._launch(package)
         self._ensure_logged_in()
-        # Setup input goes through the armed interlock: no setup step can cross the boundary.
-        self.interlock.arm(
-            instance.boundary(), list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack)
-        )
         runner = SetupRunner(
             self.phone,
             self.interlock,
             package=package,
-            relaunch=self._launch,
+            relaunch=self._cold_start,
             record=self.record_setup,
             settle_s=self._settle_s(),
         )
@@ -300,15 +302,24 @@ class PhoneTarget:
             self._before = self.virtual_control.app_state(package)
 
     def _launch(self, package: str) -> None:
-        """Cold start: stop, start, skip the ROM's and the app's launch pop-ups, wait for the app."""
+        """Cold start through the guard: refused unless `package` is one of the pack's."""
+        with self._setup_guard() as guard:
+            guard.launch(package, cold_start=self._cold_start)
+
+    def _cold_start(self, package: str) -> None:
+        """Stop, start, skip the ROM's and the app's launch pop-ups, wait for the app. Run by the
+        guard's `launch` once it allowed `package`; the pop-ups are tapped through the guard."""
         phone = self.phone
-        phone.stop_app(package)
-        phone.start_app(package)
-        profile = phone.profile
-        time.sleep(self._settle_s())
-        popups = [*(profile.popups if profile else []), *self.pack.real_app.popups]
-        if popups:
-            dismiss_popups(phone, popups)
+        with self._setup_guard() as guard:
+            if not guard.policy.may_launch(package):
+                raise DeviceError(f"cold start of {package!r}: not one of the pack's packages")
+            phone.stop_app(package)
+            phone.start_app(package)
+            profile = phone.profile
+            time.sleep(self._settle_s())
+            popups = [*(profile.popups if profile else []), *self.pack.real_app.popups]
+            if popups:
+                dismiss_popups(guard, popups)
         if wait_for(lambda: phone.current_app() == package, FOREGROUND_TIMEOUT_S) is not True:
             raise DeviceError(
                 f"{package} did not come to the foreground on {phone.serial} (foreground: {phone.current_app()})",
@@ -339,12 +350,23 @@ class PhoneTarget:
         is not trusted to be harmless)."""
         if not steps:
             return
-        guard = self.interlock or InterlockedDevice(self.phone)
-        guard.arm([], list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack))
-        try:
-            SetupRunner(self.phone, guard, package=self.pack.real_app.package, relaunch=self._launch).run(
+        with self._setup_guard() as guard:
+            SetupRunner(self.phone, guard, package=self.pack.real_app.package, relaunch=self._cold_start).run(
                 steps, {}
             )
+
+    @contextlib.contextmanager
+    def _setup_guard(self) -> Iterator[InterlockedDevice]:
+        """The interlock as setup uses it: as armed (by `_setup_real`, with the task's boundary),
+        or, when not armed, armed for the block with the app's forbidden controls and the pack's
+        policy and disarmed after it."""
+        guard = self.interlock or InterlockedDevice(self.phone)
+        if guard.armed:
+            yield guard
+            return
+        guard.arm([], list(self.pack.real_app.forbidden), InterlockPolicy.for_pack(self.pack))
+        try:
+            yield guard
         finally:
             guard.disarm()
 
@@ -376,21 +398,40 @@ class PhoneTarget:
         self._probe_steps(app.probe_back)
 
     def _login(self, account: Account) -> None:
-        """Run the account's login recipe on the raw phone (setup, not an agent step)."""
+        """Run the account's login recipe through the guard: its taps are decided as an agent's
+        would be, and its text goes through the guard's login door (`type_credential`): only on
+        the pack's declared login screen, only into the field the step names."""
         creds = account.credentials()
+        login_screen = self.pack.real_app.login_screen
         log.info("logging %s in with account %s", self.phone.serial, account.name)
-        for step in account.login:
-            if step.wait is not None:
-                time.sleep(step.wait)
-                continue
-            target = step.tap or step.into
-            if target is not None:
-                node = wait_for(lambda t=target: _find(self.phone, t), PROBE_TIMEOUT_S)
-                if node is None:
-                    raise DeviceError(f"login step: {target} not on screen of {self.phone.serial}")
-                _tap(self.phone, node)
-            if step.text is not None:
-                self.phone.act(Type(text=step.text.format(**creds)))
+        with self._setup_guard() as guard:
+            for i, step in enumerate(account.login):
+                if step.wait is not None:
+                    time.sleep(step.wait)
+                    continue
+                if step.text is not None and (step.into is None or login_screen is None):
+                    raise DeviceError(
+                        f"login step {i} of account {account.name!r} types text "
+                        + (
+                            "with no `into` field"
+                            if step.into is None
+                            else "but the pack declares no login screen"
+                        ),
+                        hint="a login text step names its field (`into`), and the pack's real_app.login_screen "
+                        "names the catalogue entry of the app's login screen",
+                    )
+                target = step.tap or step.into
+                if target is not None:
+                    node = wait_for(lambda t=target: _find(guard, t), PROBE_TIMEOUT_S)
+                    if node is None:
+                        raise DeviceError(f"login step {i}: {target} not on screen of {self.phone.serial}")
+                    _tap(guard, node)
+                if step.text is not None:
+                    assert step.into is not None and login_screen is not None
+                    what = next((k for k in ("password", "username") if "{" + k + "}" in step.text), "text")
+                    guard.type_credential(
+                        step.text.format(**creds), into=step.into, login_screen=login_screen, what=what
+                    )
 
     # --- clone in the phone's browser -----------------------------------------------------
 

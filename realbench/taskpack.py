@@ -480,6 +480,10 @@ class RealApp(_Strict):
     safe_screens: list[SafeScreen] = Field(default_factory=list)
     # URL schemes the pack's deep links may use (setup steps); any other deep link is refused.
     url_schemes: list[str] = Field(default_factory=list)
+    # The `safe_screens` entry (by name) of the app's login screen: the one screen a rig account's
+    # login recipe may type credentials on, into a field the entry lists (the interlock's login
+    # door refuses while no entry of that name is recognised).
+    login_screen: str | None = None
 
 
 class PackPolicy(_Strict):

@@ -50,6 +50,8 @@ def _has(phone: object, selector: Selector) -> bool:
 def test_the_pack_rules_clear_each_flow_interruption_and_the_booking_holds(adb_server_port: int) -> None:
     pytest.importorskip("uiautomator2")
     from devices.farm.health import dismiss_popups
+    from devices.farm.interlock import InterlockedDevice
+    from devices.farm.interlock_policy import InterlockPolicy
     from devices.phone import PhoneDevice
     from devices.virtual import InputKind, VirtualPhoneHost
     from devices.virtual.control import PhoneControl
@@ -69,6 +71,9 @@ def test_the_pack_rules_clear_each_flow_interruption_and_the_booking_holds(adb_s
         control = PhoneControl(info.control_url)
         control.provision(package, task.clone.setup.model_dump(mode="json"), inst.params)
         phone = PhoneDevice(vphone.serial, virtual=True)
+        # the pop-up rules' taps go through the guard, armed as setup arms it (the pack's catalogue)
+        guard = InterlockedDevice(phone)
+        guard.arm([], list(pack.real_app.forbidden), InterlockPolicy.for_pack(pack))
         try:
             phone.start_app(package)
             before = control.app_state(package)
@@ -77,7 +82,7 @@ def test_the_pack_rules_clear_each_flow_interruption_and_the_booking_holds(adb_s
             agent.reset(inst)
             gone: list[str] = []
             for _ in range(80):
-                gone += dismiss_popups(phone, pack.real_app.popups)
+                gone += dismiss_popups(guard, pack.real_app.popups)
                 action = agent.next_action(phone.observe())
                 if isinstance(action, Terminate):
                     break
@@ -88,7 +93,7 @@ def test_the_pack_rules_clear_each_flow_interruption_and_the_booking_holds(adb_s
             # the plan's last tap was the commit; each error dialog swallowed one, so the user submits again
             held: list[int] = []
             for _ in range(3):
-                gone += dismiss_popups(phone, pack.real_app.popups)
+                gone += dismiss_popups(guard, pack.real_app.popups)
                 held.append(_orders(control.app_state(package)) - _orders(before))
                 if held[-1]:
                     break
@@ -99,7 +104,7 @@ def test_the_pack_rules_clear_each_flow_interruption_and_the_booking_holds(adb_s
                 phone.act(Click(x=round(x * 1000 / (w - 1)), y=round(y * 1000 / (h - 1))))
             queue_seen = _has(phone, Selector(text=QUEUE_TEXTS[0]))
             # a wait screen is waited out, never tapped away: no rule matches it
-            assert dismiss_popups(phone, pack.real_app.popups) == []
+            assert dismiss_popups(guard, pack.real_app.popups) == []
             deadline = time.monotonic() + QUEUE_S + 3
             while _has(phone, Selector(text=QUEUE_TEXTS[0])) and time.monotonic() < deadline:
                 time.sleep(0.5)

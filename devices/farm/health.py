@@ -1,7 +1,8 @@
 """Health checks a phone passes before each episode, repairing what can be repaired.
 
 Checked: the link and the uiautomator server answer; the screen is on and unlocked; no ROM
-pop-up covers the screen; the input method is the one the phone should have (typing may have
+pop-up covers the screen (one whose dismiss control reads as a commit / money word, or overlaps
+one, is not tapped: the check fails, naming it); the input method is the one the phone should have (typing may have
 switched it); pinned app versions match; enough free storage. Items the phone cannot report
 (e.g. `df` missing) are UNKNOWN, not failures. Logged-in state and the foreground app are
 checked by the target's setup, once the app under test is launched.
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from devices.farm.interlock import InterlockedDevice
+from devices.farm.setup_doors import dismiss_refusal
 from devices.profile import PhoneProfile
 from realbench.actions import Click
 from realbench.errors import DeviceError, RealbenchError
@@ -104,19 +107,43 @@ class CheckablePhone(Protocol):
     def free_storage_mb(self) -> int | None: ...
 
 
-def tap_node_center(phone: CheckablePhone, bounds_center: tuple[int, int]) -> None:
-    """Tap a pixel by converting it back to the normalised action space."""
+class PopupPhone(Protocol):
+    """What pop-up dismissal needs: a bare phone, or the phone behind the interlock."""
+
+    @property
+    def serial(self) -> str: ...
+
+    def hierarchy(self) -> str: ...
+
+    def size(self) -> tuple[int, int]: ...
+
+    def act(self, action: Any) -> None: ...
+
+
+class PopupRefused(DeviceError):
+    """A pop-up's dismiss control was not tapped: it reads as (or overlaps) a commit control."""
+
+
+def _click_at(phone: PopupPhone, center: tuple[float, float]) -> Click:
+    """A pixel in the normalised action space."""
     w, h = phone.size()
-    x = max(0, min(1000, round(bounds_center[0] * 1000 / max(1, w - 1))))
-    y = max(0, min(1000, round(bounds_center[1] * 1000 / max(1, h - 1))))
-    phone.act(Click(x=x, y=y))
+    x = max(0, min(1000, round(center[0] * 1000 / max(1, w - 1))))
+    y = max(0, min(1000, round(center[1] * 1000 / max(1, h - 1))))
+    return Click(x=x, y=y)
 
 
-def dismiss_popups(phone: CheckablePhone, popups: list[Popup], *, rounds: int = POPUP_ROUNDS) -> list[str]:
-    """Tap away known ROM pop-ups; returns the names of those dismissed."""
+def dismiss_popups(phone: PopupPhone, popups: list[Popup], *, rounds: int = POPUP_ROUNDS) -> list[str]:
+    """Tap away known pop-ups; returns the names of those dismissed.
+
+    Behind the interlock (an armed `InterlockedDevice`) a pop-up of the pack's own app is dismissed
+    by an ordinary guarded tap, so the pack's catalogue must know its screen, and one drawn by
+    another package (a ROM prompt) through the guard's `dismiss_foreign_popup` door. On a bare
+    phone (the health check, which knows no pack) a dismiss control whose label reads as a commit /
+    money word, or that overlaps one, is not tapped: PopupRefused says which and why."""
     dismissed: list[str] = []
     if not popups:
         return dismissed
+    guard = phone if isinstance(phone, InterlockedDevice) else None
     for _ in range(rounds):
         try:
             hierarchy = Hierarchy(phone.hierarchy())
@@ -129,7 +156,20 @@ def dismiss_popups(phone: CheckablePhone, popups: list[Popup], *, rounds: int = 
         if button is None:
             log.warning("pop-up %r on %s has no %s to dismiss it", shown.name, phone.serial, shown.tap)
             return dismissed
-        tap_node_center(phone, button.bounds.center)
+        if guard is not None and guard.policy.foreign(button.package):
+            if not guard.dismiss_foreign_popup(shown):
+                return dismissed
+        elif guard is not None:
+            guard.act(_click_at(phone, button.bounds.center))
+        else:
+            reason = dismiss_refusal(hierarchy, button)
+            if reason is not None:
+                log.warning("pop-up %r on %s not dismissed: %s", shown.name, phone.serial, reason)
+                raise PopupRefused(
+                    f"pop-up {shown.name!r} on {phone.serial} not dismissed: {reason}",
+                    hint="check the pop-up rule's `tap`; a person dismisses this one",
+                )
+            phone.act(_click_at(phone, button.bounds.center))
         dismissed.append(shown.name)
         time.sleep(0.2)
     return dismissed
