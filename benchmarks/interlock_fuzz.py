@@ -3,7 +3,9 @@
 Each case is a phone screen composed from parts (label forms × control forms × inputs × paths),
 run twice on a fresh in-process virtual phone (devices/virtual/composed_phone.py): unguarded, where
 the screen's own commit records say whether the input commits, and behind the guard, armed as the
-pack's setup arms it. Reported:
+pack's setup arms it (the `console` path: the guard as the lab console arms it, every pack's stop
+lists and one policy for all packs; the console's page and its confirm dialog, driven in Chromium,
+are a fixed sample in tests/test_console_dialog_sample.py). Reported:
 
 - cases, and how many commit unguarded (the traps) or must not (safe inputs: cancel, an amount,
   back / home / recent); a trap that did not commit unguarded, or a safe input that did, is counted

@@ -53,7 +53,17 @@ TEST_SCREENS = SafeScreen(
     ],
     allow=[SafeInput.TEXT],
 )
-POLICY = InterlockPolicy(money_moving=True, packages=frozenset({BANK}), safe_screens=(SAFE_H5, TEST_SCREENS))
+# A screen whose entry lists its controls: two by id alone, and the order's 去支付 (which opens a
+# cashier, not a commit) by the label it states. A listing by id never vouches for money words.
+ORDER_TITLE = "订单（测试屏）"
+LISTED_SCREEN = SafeScreen(
+    name="order test screen",
+    when=Selector(text=ORDER_TITLE),
+    controls=["btn_next", "btn_back", Selector(resource_id="btn_go_pay", text="去支付")],
+)
+POLICY = InterlockPolicy(
+    money_moving=True, packages=frozenset({BANK}), safe_screens=(SAFE_H5, TEST_SCREENS, LISTED_SCREEN)
+)
 
 TITLE = (0, 63, 1080, 231)
 AMOUNT = (40, 300, 1040, 420)
@@ -275,6 +285,20 @@ def attacks() -> list[Attack]:
         )
         return ScreenSpec([title("支付（测试屏）"), prompt, field_], commit_on=frozenset({Gesture.TEXT}))
 
+    def listed_control(rid: str, label: str, desc: str = "") -> ScreenSpec:
+        """The order screen (its entry recognised) whose control `rid`, listed by the entry, shows
+        `label` and pays when tapped: the app reused the id for a pay button, or relabelled it."""
+        button = UiNode(
+            bounds=PAY,
+            cls="android.widget.Button",
+            text=label,
+            content_desc=desc,
+            resource_id=f"{BANK}:id/{rid}",
+            clickable=True,
+            focusable=True,
+        )
+        return ScreenSpec([title(ORDER_TITLE), amount(), cancel(), button], [Hotspot("pay", PAY)])
+
     swipe_to_small = Swipe(x=nx(500), y=ny(1000), x2=nx(960), y2=ny(1520))
     ticket_icon = _launcher_icon(TICKET)
 
@@ -373,6 +397,40 @@ def attacks() -> list[Attack]:
             [tap(PAY)],
             other=foreign_payer,
             foreground_other_after_observe=True,
+        ),
+        # Money words on a control the recognised screen's entry lists: only a stated label, shown
+        # as stated and with no other money words, vouches for them.
+        Attack(
+            "listed_id_reused_by_a_pay_button",
+            "own",
+            lambda: listed_control("btn_next", "去支付"),
+            [tap(PAY)],
+            notes="btn_next is listed by id alone",
+        ),
+        Attack(
+            "listed_id_relabelled_to_a_bare_confirm",
+            "own",
+            lambda: listed_control("btn_next", "确定"),
+            [tap(PAY)],
+        ),
+        Attack(
+            "listed_id_relabelled_pay_now_double_tap",
+            "own",
+            lambda: listed_control("btn_back", "Pay now"),
+            [DoubleClick(x=mid(PAY)[0], y=mid(PAY)[1])],
+        ),
+        Attack(
+            "stated_label_id_relabelled_to_another_money_word",
+            "own",
+            lambda: listed_control("btn_go_pay", "完成转账"),
+            [tap(PAY)],
+            notes="the entry vouches for btn_go_pay reading 去支付",
+        ),
+        Attack(
+            "stated_label_with_a_money_word_in_its_description",
+            "own",
+            lambda: listed_control("btn_go_pay", "去支付", desc="确认"),
+            [tap(PAY)],
         ),
         Attack(
             "home_then_launcher_icon_of_other_app",

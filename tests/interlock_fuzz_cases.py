@@ -6,13 +6,17 @@ A case is drawn by `make_case(seed, index)` from its own `numpy.random.Generator
 `train_ticketing`, or the hand-written attack suite's test policy), a label for the commit control
 (a pack's stop label, the same in traditional Chinese or English, a synonym) in a *label form*
 (split, reordered, an icon between its halves, a caption beside a text-less button, zero-width or
-odd spaces, full width, a price, in the content-desc only, only an id, nothing), a *control form*
+odd spaces, full width, a price, in the content-desc only, only an id, nothing, or an id that the
+shown screen's catalogue entry lists — the listed control relabelled, or reused by a commit
+control), a *control form*
 (button, nested clickable card, touch delegate, transparent overlay, WebView with no nodes, an
 undumped window, a dialog that appears after the guard looked, a safe-screen marker off screen),
 an *input* (tap inside / on the edge / in the slop, long press, double tap, swipe ending on the
 control or sliding through it, ENTER, a typed newline, a typed PIN, keys, launching another app, a
 deep link) and a *path* that carries it (the agent's device, a recipe setup step, the logged-in
-probe's steps, a certify golden step, the lab console's guard armed with every pack's policy).
+probe's steps, a certify golden step, the lab console's guard armed with every pack's policy, as
+`ConsolePhones.lease` arms it; the console's page and its blocked-input confirm dialog are a fixed
+sample of these cases, tests/test_console_dialog_sample.py, since Chromium costs seconds a case).
 
 `run_case(case, guarded=...)` runs it on a fresh in-process virtual phone
 (`devices.virtual.composed_phone`): unguarded, straight to the phone; guarded, through a
@@ -105,6 +109,20 @@ COMMIT_LABELS: dict[str, dict[str, list[str]]] = {
         "train_ticketing": ["提交订单并支付", "马上支付", "去支付", "确认下单", "立即购票", "确定退票"],
     },
 }
+# Money words of the guard's own vocabulary that neither pack's stop list names (a `listed_id`
+# control shows one: only the money-word rule can refuse it).
+LISTED_ID_LABELS = [
+    "Pay",
+    "OK",
+    "Confirm",
+    "Buy now",
+    "去支付",
+    "确定",
+    "完成转账",
+    "马上支付",
+    "立即购买",
+    "同意并支付",
+]
 SAFE_LABELS = ["取消", "返回", "修改金额", "查看详情", "帮助", "Cancel", "Back"]
 ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\ufeff", "\u2060", "\u200e", "\u00ad"]
 ODD_SPACES = ["\u00a0", "\u3000", "\u2009", " ", "\t", "\u202f"]
@@ -126,6 +144,7 @@ LABEL_FORMS = (
     "desc_only",
     "id_only",
     "none",
+    "listed_id",
 )
 CONTROL_FORMS = (
     "button",
@@ -233,9 +252,43 @@ def safe_screen_markers(pack_name: str) -> list[tuple[Selector, frozenset[SafeIn
     return out
 
 
+@dataclass(frozen=True)
+class ListedControl:
+    """A control a catalogue entry lists by id, with a marker that makes the entry recognised."""
+
+    screen: str
+    marker: Selector
+    allows: frozenset[SafeInput]
+    rid: str
+    stated: str | None  # the label the entry states (None: listed by id alone)
+
+
+@cache
+def listed_controls(pack_name: str) -> tuple[ListedControl, ...]:
+    """Every id the pack's catalogue (or the test policy) lists, per entry: by id alone, or by a
+    selector that states its label. A prefix (`payee_p*`) stands for one row it covers."""
+    out = []
+    for screen in arming(pack_name, 0).policy.safe_screens:
+        markers = [m for m in screen.markers if node_for(m, (0, 0, 1, 1)) is not None]
+        if not markers:
+            continue
+        for c in screen.controls:
+            if isinstance(c, str):
+                rid, stated = (c[:-1] + "9" if c.endswith("*") else c), None
+            elif c.resource_id is not None:
+                rid, stated = c.resource_id, c.text or c.text_pattern
+            else:
+                continue
+            out.append(ListedControl(screen.name, markers[0], frozenset(screen.allow), rid, stated))
+    return tuple(out)
+
+
 def node_for(selector: Selector, box: Box) -> UiNode | None:
-    """A node the selector matches (None for a selector only a regex describes)."""
+    """A node the selector matches (None for a selector only a regex describes, or one that needs
+    an ancestor, `inside`: a lone node would not match it)."""
     if selector.text_regex is not None and selector.text is None and selector.text_contains is None:
+        return None
+    if selector.inside is not None:
         return None
     text = selector.text or selector.text_contains or ""
     rid = selector.resource_id or ""
@@ -423,11 +476,15 @@ def _control(
     control_form: str,
     package: str,
     gestures: frozenset[Gesture],
+    rid: str | None = None,
 ) -> Composed:
-    """The commit control in one of its forms, with the nodes around it that the form needs."""
+    """The commit control in one of its forms, with the nodes around it that the form needs;
+    `rid`: the id it reuses (one the shown screen's catalogue entry lists)."""
     small = control_form == "touch_delegate"
     box = _random_box(rng, small=small)
     node = _labelled(rng, label, label_form, box, package)
+    if rid is not None:
+        node.resource_id = f"{package}:id/{rid}"
     nodes: list[UiNode] = []
     if label_form == "caption":
         left, top, right, bottom = box
@@ -587,12 +644,65 @@ def _with_marker(
     if not markers:
         return []
     when, allows = _pick(rng, markers)
+    return _marker_node(rng, case, when, allows, visible)
+
+
+def _marker_node(
+    rng: np.random.Generator, case: FuzzCase, when: Selector, allows: frozenset[SafeInput], visible: bool
+) -> list[UiNode]:
     node = node_for(when, (40, 240, 600, 290))
     assert node is not None
     case.extras.append(f"{'visible' if visible else 'off-screen'} safe-screen marker {_sel(when)}")
     if visible:
         case.shown_safe = frozenset(str(a) for a in allows)
     return [node if visible else _offscreen(rng, node)]
+
+
+def _reused_listed_id(rng: np.random.Generator, case: FuzzCase) -> tuple[list[UiNode], str | None]:
+    """For the `listed_id` form: the marker of an entry that lists controls by id, shown, and an id
+    it lists for the commit control to reuse. Where the entry states a label, the control shows
+    another money label (the listed control relabelled: 确定 where 去支付 was listed); the label the
+    entry vouches for is the design's to let through."""
+    from devices.farm.stop_labels import match_form, stop_labels
+
+    listed = listed_controls(case.pack)
+    if not listed:
+        case.label_form = "plain"
+        return [], None
+    stated_ones = [c for c in listed if c.stated is not None]
+    # a third relabel a control whose entry states its label (the few the golden plans need)
+    pick: ListedControl = _pick(rng, stated_ones if stated_ones and rng.random() < 0.33 else listed)
+    # the forms in which the label is the control's own (not an H5 page's, an undumped window's)
+    case.control_form = _pick(rng, ["button", "nested", "touch_delegate", "late_dialog"])
+    arm = arming(case.pack, case.boundary_task)
+    stops = [lab for sel in arm.boundary + arm.forbidden for lab in stop_labels(sel)]
+    labels_key = "bank" if case.pack == "attack-suite" else case.pack
+    pool = [lab for by_pack in COMMIT_LABELS.values() for lab in by_pack[labels_key]] + LISTED_ID_LABELS
+
+    def fits(label: str) -> bool:
+        """Not the label the entry vouches for; mostly one the pack's own stop lists do not name,
+        so that only the guard's money words stand between the tap and the commit."""
+        form = match_form(label)
+        return (pick.stated is None or form != match_form(pick.stated)) and not any(s in form for s in stops)
+
+    unnamed = [lab for lab in pool if fits(lab)]
+    if unnamed and rng.random() < 0.8:
+        case.label = _pick(rng, unnamed)
+    elif pick.stated is not None and match_form(case.label) == match_form(pick.stated):
+        case.label = _pick(rng, [lab for lab in pool if match_form(lab) != match_form(pick.stated)])
+    stated = f", stated label {pick.stated!r}" if pick.stated is not None else ", listed by id alone"
+    case.extras.append(f"reuses id {pick.rid!r} listed by {pick.screen}{stated}")
+    return _marker_node(rng, case, pick.marker, pick.allows, True), pick.rid
+
+
+def _id_only_listing(rng: np.random.Generator, case: FuzzCase) -> tuple[list[UiNode], str | None]:
+    """A shown entry's marker and an id it lists by id alone (for a safe control to carry)."""
+    listed = [c for c in listed_controls(case.pack) if c.stated is None]
+    if not listed:
+        return [], None
+    pick: ListedControl = _pick(rng, listed)
+    case.extras.append(f"the safe control carries id {pick.rid!r} listed by {pick.screen}")
+    return _marker_node(rng, case, pick.marker, pick.allows, True), pick.rid
 
 
 def _sel(selector: Selector) -> str:
@@ -608,18 +718,28 @@ def _touch_case(rng: np.random.Generator, case: FuzzCase) -> None:
         "swipe_end": frozenset({Gesture.SWIPE_END}),
         "swipe_through": frozenset({Gesture.SWIPE_THROUGH, Gesture.SWIPE_END}),
     }.get(form, TOUCHES)
-    comp = _control(rng, case.label, case.label_form, case.control_form, case.package, gestures)
     extra: list[UiNode] = []
+    reused: str | None = None
+    if case.label_form == "listed_id" and form != "safe_tap":
+        extra, reused = _reused_listed_id(rng, case)
+    comp = _control(rng, case.label, case.label_form, case.control_form, case.package, gestures, reused)
     if case.control_form == "offscreen_safe" or (case.control_form == "webview" and rng.random() < 0.3):
-        extra = _with_marker(rng, case, SafeInput.WEBVIEW_TAPS, visible=False)
+        extra += _with_marker(rng, case, SafeInput.WEBVIEW_TAPS, visible=False)
+    safe_id: str | None = None
     if form == "safe_tap":
         case.intent = "safe"
-        if rng.random() < 0.5:
+        if case.label_form == "listed_id":
+            # without a money label: the cancel button carries an id the shown entry lists
+            shown, safe_id = _id_only_listing(rng, case)
+            extra += shown
+        elif rng.random() < 0.5:
             extra += _with_marker(rng, case, None, visible=True)
     elif rng.random() < 0.15:
         # a sheet or dialog over a screen the pack catalogues as safe, whose marker stays on screen
         extra += _with_marker(rng, case, None, visible=True)
     nodes = _frame(case.package, [*extra, *comp.nodes])
+    if safe_id is not None:
+        nodes[2].resource_id = f"{case.package}:id/{safe_id}"  # the frame's cancel button
     then = None
     if comp.then is not None:
         then = ScreenSpec(_frame(case.package, [*extra, *comp.then.nodes]), comp.then.hotspots, after_dumps=2)
@@ -636,7 +756,7 @@ def _touch_case(rng: np.random.Generator, case: FuzzCase) -> None:
     selector = _selector_in(comp) if form == "tap_inside" and case.control_form != "late_dialog" else None
     if form == "safe_tap":
         selector = Selector(text="取消")
-        case.label, case.label_form = "取消", "plain"
+        case.label, case.label_form = "取消", ("listed_id" if safe_id is not None else "plain")
     if case.path not in ACTION_PATHS and selector is None:
         case.extras.append(f"no selector names this control: the agent's path instead of {case.path}")
         case.path = "agent"

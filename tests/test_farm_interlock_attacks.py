@@ -59,7 +59,7 @@ def test_allowed_inputs_still_reach_a_money_moving_app(rig: AttackRig) -> None:
     H5 page, a tap on a WebView screen the pack marks safe — all reach the phone, none commits."""
     from devices.virtual.commit_screens import Hotspot, ScreenSpec
     from devices.virtual.uitree import UiNode
-    from tests.interlock_attacks import TITLE, title, webview
+    from tests.interlock_attacks import BANK, ORDER_TITLE, PAY, TITLE, title, webview
 
     def TITLE_NODE() -> UiNode:  # noqa: N802 - a catalogued H5 screen's title
         return title("H5 收银台（测试屏）")
@@ -67,6 +67,19 @@ def test_allowed_inputs_still_reach_a_money_moving_app(rig: AttackRig) -> None:
     def safe_h5() -> ScreenSpec:
         marker = UiNode(bounds=TITLE, cls="android.widget.TextView", text="帮助", resource_id="h5_help_title")
         return ScreenSpec([marker, webview()], [Hotspot("H5 link", H5_PAY, frozenset())])
+
+    def order_screen(rid: str, label: str) -> ScreenSpec:
+        button = UiNode(
+            bounds=PAY,
+            cls="android.widget.Button",
+            text=label,
+            resource_id=f"{BANK}:id/{rid}",
+            clickable=True,
+        )
+        return ScreenSpec([title(ORDER_TITLE), button], [Hotspot("opens the cashier", PAY, frozenset())])
+
+    def stated_go_pay() -> ScreenSpec:
+        return order_screen("btn_go_pay", "去支付 ¥12.00")
 
     def amount_focused() -> ScreenSpec:
         spec = pay_screen("确认付款")
@@ -78,6 +91,9 @@ def test_allowed_inputs_still_reach_a_money_moving_app(rig: AttackRig) -> None:
         Attack("amount", "control", amount_focused, [Type(text="100")]),
         Attack("back", "control", lambda: pay_screen("确认付款"), [KeyPress(key=Key.BACK)]),
         Attack("safe_h5_tap", "control", safe_h5, [tap(H5_PAY)]),
+        # the control the entry vouches for by its stated label (it opens a cashier: no commit)
+        Attack("stated_label_go_pay", "control", stated_go_pay, [tap(PAY)]),
+        Attack("listed_id_neutral_label", "control", lambda: order_screen("btn_next", "下一步"), [tap(PAY)]),
         Attack(
             "h5_scroll",
             "control",

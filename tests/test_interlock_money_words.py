@@ -23,6 +23,11 @@ OPEN = SafeScreen(name="test screen", when=Selector(resource_id="screen_marker")
 LISTED = SafeScreen(
     name="order detail", when=Selector(resource_id="screen_marker"), controls=["continue_pay", "btn_back"]
 )
+STATED = SafeScreen(
+    name="order detail",
+    when=Selector(resource_id="screen_marker"),
+    controls=[Selector(resource_id="continue_pay", text="去支付"), "btn_back"],
+)
 H5 = SafeScreen(name="help", when=Selector(resource_id="help_title"), allow=[SafeInput.WEBVIEW_TAPS])
 BUTTON = "[100,1000][980,1150]"
 TAP = Click(x=norm(540, 1075)[0], y=norm(540, 1075)[1])
@@ -53,6 +58,9 @@ def button(label: str, rid: str = "", cls: str = "android.widget.Button") -> str
         "確定",
         "确认（ＯＫ）",
         "提交候 (¥88) 补订单",
+        "允许并支付",
+        "允许支付",
+        "授权支付",
     ],
 )
 def test_money_words_stop_a_control_the_pack_does_not_list(label: str) -> None:
@@ -61,7 +69,21 @@ def test_money_words_stop_a_control_the_pack_does_not_list(label: str) -> None:
     assert block.control is not None and block.control.origin == StopOrigin.MONEY_WORD
 
 
-@pytest.mark.parametrize("label", ["取消", "Cancel", "Payee list", "修改金额", "下一步", "确认删除", "帮助"])
+@pytest.mark.parametrize(
+    "label",
+    [
+        "取消",
+        "Cancel",
+        "Payee list",
+        "修改金额",
+        "下一步",
+        "确认删除",
+        "帮助",
+        "允许",
+        "始终允许",
+        "授权登录",
+    ],
+)
 def test_other_labels_are_not_money_words(label: str) -> None:
     assert money_reading([match_form(label)]) is None
     assert check(lock(OPEN), TAP, screen(marker(), button(label, "btn_x"))) is None
@@ -73,13 +95,49 @@ def test_a_price_inside_a_stop_label_is_read_past() -> None:
     assert names_stop(Selector(text="提交候补订单"), target, subtree=True, texts=LabelTexts())
 
 
-def test_the_catalogue_vouches_for_a_listed_control_but_never_over_the_pack() -> None:
-    guard = lock(LISTED)
+def test_the_catalogue_vouches_for_a_control_only_with_the_label_it_states() -> None:
+    guard = lock(STATED)
     assert check(guard, TAP, screen(marker(), button("去支付 ¥12", "continue_pay"))) is None
+    # the label split over two views, as the app draws it, still reads as stated
+    split = node(
+        BUTTON,
+        "android.widget.LinearLayout",
+        clickable="true",
+        resource_id=f"{PKG}:id/continue_pay",
+        children=node("[100,1000][500,1150]", text="去") + node("[500,1000][980,1150]", text="支付"),
+    )
+    assert check(guard, TAP, screen(marker(), split)) is None
     # the same words on a control the entry does not list (no id: only its label speaks for it)
     assert check(guard, TAP, screen(marker(), button("去支付 ¥12"))) is not None
+    # the listed id relabelled: the entry vouched for 去支付, not for what the id shows now
+    for label in ("确定", "Pay now", "完成转账"):
+        assert check(guard, TAP, screen(marker(), button(label, "continue_pay"))) is not None, label
+    # the stated label with another money word in its description
+    both = node(
+        BUTTON,
+        "android.widget.Button",
+        text="去支付",
+        content_desc="确认",
+        clickable="true",
+        resource_id=f"{PKG}:id/continue_pay",
+    )
+    assert check(guard, TAP, screen(marker(), both)) is not None
     # a listed control that shows the pack's own stop label stays stopped
     assert check(guard, TAP, screen(marker(), button("确认付款", "continue_pay"))) is not None
+
+
+@pytest.mark.parametrize("label", ["去支付 ¥12", "确定", "Pay", "确认付款"])
+def test_an_id_only_listing_never_vouches_for_money_words(label: str) -> None:
+    """A commit control that reuses an id the entry lists (or the listed control relabelled to a
+    pay label) is refused: the id says which control, not what it does now."""
+    block = check(lock(LISTED), TAP, screen(marker(), button(label, "continue_pay")))
+    assert isinstance(block, Block), f"{label!r} on a listed id was let through"
+
+
+def test_an_id_only_listing_still_lets_a_tap_reach_its_unlabelled_or_neutral_control() -> None:
+    assert check(lock(LISTED), TAP, screen(marker(), button("下一步", "continue_pay"))) is None
+    icon = button("", "continue_pay", cls="android.widget.ImageButton")
+    assert check(lock(LISTED), TAP, screen(marker(), icon)) is None
 
 
 @pytest.mark.parametrize("rid", ["btn_ok", ""])
@@ -177,13 +235,14 @@ def test_digits_are_refused_under_a_prompt_not_under_a_sentence_that_mentions_a_
 
 
 def test_a_catalogue_selector_vouches_for_a_grid_item_without_an_id_and_for_no_other() -> None:
-    """The CCB transfer entry: the real item has no known id, so the entry names it by position
-    (the grid's first item, as public scripts reach it); its money words are then let through,
-    while the same words on the grid's second item, or on a first item elsewhere, still stop."""
+    """The CCB transfer entry: the real item has no known id, so the entry names it by its
+    container and the label it expects; its money words are then let through, while other money
+    words in the grid, the same words in another container, or an entry naming the item by
+    position alone (no label stated) still stop."""
     entry = SafeScreen(
         name="transfer home",
         when=Selector(resource_id="screen_marker"),
-        controls=["btn_back", Selector(inside=Selector(resource_id="grid_function"), nth=0)],
+        controls=["btn_back", Selector(inside=Selector(resource_id="grid_function"), text="转账汇款")],
     )
     first, second = "[0,1000][540,1150]", "[540,1000][1080,1150]"
 
@@ -201,3 +260,49 @@ def test_a_catalogue_selector_vouches_for_a_grid_item_without_an_id_and_for_no_o
     assert check(guard, tap_first, screen(marker(), grid(items))) is None
     assert isinstance(check(guard, tap_second, screen(marker(), grid(items))), Block)
     assert isinstance(check(guard, tap_first, screen(marker(), grid(items, rid="grid_other"))), Block)
+    by_position = SafeScreen(
+        name="transfer home",
+        when=Selector(resource_id="screen_marker"),
+        controls=[Selector(inside=Selector(resource_id="grid_function"), nth=0)],
+    )
+    assert isinstance(check(lock(by_position), tap_first, screen(marker(), grid(items))), Block)
+
+
+def test_a_stated_pattern_vouches_for_the_rows_of_a_list_and_for_no_pay_button_among_them() -> None:
+    """A transaction list's rows name their category (`2026-02-26 20:45 · 转账`): the entry states
+    the line's shape inside the list, which vouches for every row's line and never for a button
+    reading 转账 or 确认转账 in the same list (the written digits and punctuation must match too)."""
+    entry = SafeScreen(
+        name="history",
+        when=Selector(resource_id="screen_marker"),
+        controls=[
+            "txn_t*",
+            Selector(inside=Selector(resource_id="detail_list"), text_pattern="*-*-* *:* · 转账"),
+        ],
+    )
+
+    def row(i: int, line: str) -> str:
+        top = 1000 + 200 * i
+        text = node(f"[40,{top + 100}][1040,{top + 180}]", text=line, resource_id=f"{PKG}:id/row_time_{i}")
+        return node(
+            f"[0,{top}][1080,{top + 190}]",
+            "android.widget.LinearLayout",
+            clickable="true",
+            resource_id=f"{PKG}:id/txn_t{i}",
+            children=text,
+        )
+
+    def history(*rows: str) -> Hierarchy:
+        return screen(
+            marker(), node("[0,1000][1080,2200]", resource_id="detail_list", children="".join(rows))
+        )
+
+    second_row = Click(x=norm(540, 1340)[0], y=norm(540, 1340)[1])
+    rows = row(0, "2026-02-26 20:45 · 转账") + row(1, "2026-02-25 09:10 · 转账")
+    assert check(lock(entry), second_row, history(rows)) is None
+    for line in ("转账", "确认转账", "2026-02-25 09:10 · 去支付"):
+        tampered = row(0, "2026-02-26 20:45 · 转账") + row(1, line)
+        assert isinstance(check(lock(entry), second_row, history(tampered)), Block), line
+    # the id-only listing of the rows alone vouches for none of them
+    id_only = SafeScreen(name="history", when=Selector(resource_id="screen_marker"), controls=["txn_t*"])
+    assert isinstance(check(lock(id_only), second_row, history(rows)), Block)

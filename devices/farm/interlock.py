@@ -13,7 +13,9 @@ outside the pack's packages and URL schemes are refused.
   and only to what that screen positively allows: a control its entry lists, or an unlisted one
   that shows a label (a control with no label is refused unless listed). The guard's own money
   words (`devices.farm.stop_labels.MONEY_PHRASE` / `MONEY_WORDS`: 去支付, 完成转账, Pay, a bare 确定
-  …) are stop controls there unless the entry lists the control by id.
+  …) are stop controls there unless the entry lists the control with the label it expects
+  (`{resource_id: continue_pay, text: 去支付}`) and the control shows that label and no other money
+  words; an id alone never vouches (an app may reuse a listed id for a pay button).
 - The task's boundary selectors AND the app profile's always-forbidden controls (pay, confirm
   transfer, submit order…) are armed together, on every screen. Labels are read as a person reads
   them (`devices.farm.stop_labels`): widths, traditional Chinese, invisible characters and a few
@@ -82,7 +84,7 @@ from realbench.device import DeviceKind
 from realbench.errors import BoundaryBlocked, DeviceError, RealbenchError
 from realbench.hierarchy import Bounds, Hierarchy, Node, Selector
 from realbench.observation import Observation
-from realbench.taskpack import SafeInput
+from realbench.taskpack import Popup, SafeInput
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +196,11 @@ class Block:
         return f"{self.reason}: {self.control.describe()}" if self.control else self.reason
 
 
+def _norm(px: float, size: int) -> int:
+    """A pixel coordinate in the 0-1000 action space."""
+    return max(0, min(1000, round(px * 1000 / max(1, size - 1))))
+
+
 def _activator(node: Node) -> Node | None:
     """The node a tap on `node` activates when `node` itself is not clickable."""
     if node.clickable or node.long_clickable:
@@ -275,8 +282,10 @@ def money_word_controls(
     margin_px: int = MARGIN_PX,
 ) -> list[StopControl]:
     """The controls of a money-moving app whose label names a money act by the guard's own
-    vocabulary (any locale, whatever the pack lists), innermost first, except those `vouched` for:
-    listed by id, or inside a control listed by id, in the recognised screen's catalogue entry.
+    vocabulary (any locale, whatever the pack lists), innermost first, except those `vouched` for
+    (themselves or their clickable ancestor) by the recognised screen's catalogue entry: one that
+    states the label it expects, shown as stated (`InterlockPolicy`'s `vouches`; an id-only
+    listing never vouches for money words).
     Only a control (clickable) or a leaf is read: a container's joined text is not a label."""
     dp = px_per_dp(screen or (hierarchy.screen.right, hierarchy.screen.bottom))
     texts = LabelTexts()
@@ -447,8 +456,8 @@ class Interlock:
         )
         if self.policy.money_moving:
             display = Bounds(0, 0, screen[0], screen[1]) if screen else None
-            listed = self.policy.recognise(hierarchy, display).lists_control
-            asked.controls += money_word_controls(hierarchy, listed, screen=screen, margin_px=self.margin_px)
+            vouched = self.policy.recognise(hierarchy, display).vouches_for
+            asked.controls += money_word_controls(hierarchy, vouched, screen=screen, margin_px=self.margin_px)
         self._last = asked
         return list(asked.controls)
 
@@ -534,7 +543,7 @@ class Interlock:
             for sel in selectors:
                 if names_stop(sel, node, subtree=True, texts=texts):
                     return Block(StopControl(sel, origin, node, (node.bounds,)), why)
-        if self.policy.money_moving and not self._recognised.lists_control(node):
+        if self.policy.money_moving and not self._recognised.vouches_for(node):
             reading = money_reading((*texts.own(node), *texts.subtree(node)))
             if reading is not None:
                 sel = Selector(text=reading)
@@ -816,8 +825,9 @@ class Interlock:
 class InterlockedDevice:
     """A phone behind the interlock: the only way to a phone. Implements `realbench.device.Device`.
 
-    It exposes checked operations only — `act`, `launch`, `start_app`, `deep_link`, and the logged
-    operator `override` — plus read-only queries (`observe`, `hierarchy`, `screenshot`, `size`,
+    It exposes checked operations only — `act`, `launch`, `start_app`, `deep_link`, the logged
+    operator `override`, and setup's two doors, `dismiss_foreign_popup` and `type_credential`
+    (`devices.farm.setup_doors`) — plus read-only queries (`observe`, `hierarchy`, `screenshot`, `size`,
     `current_app`, `app_version` …). There is no attribute pass-through: what a caller may do to
     the phone is what is written here. Raw access is `raw_phone_for_tests`, logged, for tests."""
 
@@ -1001,6 +1011,74 @@ class InterlockedDevice:
         self._phone.act(action)
         return would
 
+    def dismiss_foreign_popup(self, popup: Popup) -> bool:
+        """Tap away a pop-up drawn by a package outside the armed pack (a ROM permission prompt, an
+        ANR dialog), which the pack's policy refuses as a touch in another app. Decided on fresh
+        dumps by `devices.farm.setup_doors.foreign_popup_block`: the pop-up is still shown, the
+        tap lands in its own package only, and its control neither reads as a commit / money word
+        nor overlaps one. False when the pop-up is gone; BoundaryBlocked when refused."""
+        from devices.farm.setup_doors import foreign_popup_block
+
+        if not self.armed:
+            raise DeviceError(
+                f"interlock on {self.serial} is not armed; refusing to dismiss {popup.name!r}",
+                hint="arm it with the pack's policy first",
+            )
+        try:
+            hierarchy = Hierarchy(self._phone.hierarchy())
+        except RealbenchError:
+            return False
+        button = hierarchy.find_one(popup.tap) if hierarchy.find_one(popup.when) is not None else None
+        if button is None:
+            return False
+        w, h = self._phone.size()
+        cx, cy = button.bounds.center
+        click = Click(x=_norm(cx, w), y=_norm(cy, h))
+        point = self._phone.to_pixels(click.x, click.y)
+
+        def decide(fresh: Hierarchy, screen: tuple[int, int]) -> Block | None:
+            now = fresh.find_one(popup.tap)
+            if now is None or now.bounds != button.bounds:
+                return Block(None, f"the dismiss control of {popup.name!r} moved or is gone")
+            return foreign_popup_block(self.interlock, fresh, popup.when, now, point)
+
+        self._guard(click, decide=decide)
+        log.info("interlock on %s: dismissing %r (drawn by %s)", self.serial, popup.name, button.package)
+        self._phone.act(click)
+        return True
+
+    def type_credential(self, text: str, *, into: Selector, login_screen: str, what: str) -> None:
+        """The login door: type an account credential (`what`: "username", "password") into the
+        login field `into`. The only way text reaches a money-moving app's password field: decided
+        on fresh dumps by `devices.farm.setup_doors.credential_block` (the pack's login screen
+        `login_screen` positively recognised, `into` listed by it and focused, no stop control or
+        PIN pad shown). Logged with the field and the length, never the value."""
+        from devices.farm.setup_doors import credential_block
+
+        if not self.armed:
+            raise DeviceError(
+                f"interlock on {self.serial} is not armed; refusing to type the {what}",
+                hint="arm it with the pack's policy first",
+            )
+        typed = Type(text=text)
+
+        def decide(hierarchy: Hierarchy, screen: tuple[int, int]) -> Block | None:
+            return credential_block(
+                self.interlock, hierarchy, screen, text=text, into=into, login_screen=login_screen
+            )
+
+        # the refusal names Type, not the text: the secret never reaches a message or a log
+        self._guard(Type(text="*"), decide=decide)
+        log.info(
+            "interlock on %s: login door: %d characters of the %s into %s on %r",
+            self.serial,
+            len(text),
+            what,
+            into,
+            login_screen,
+        )
+        self._phone.act(typed)
+
     def close(self) -> None:
         self._phone.close()
 
@@ -1042,21 +1120,34 @@ class InterlockedDevice:
         self._guard(action)
         self._phone.act(action)
 
-    def _guard(self, action: Action, *, settle: bool = True) -> None:
+    def _guard(
+        self,
+        action: Action,
+        *,
+        settle: bool = True,
+        decide: Callable[[Hierarchy, tuple[int, int]], Block | None] | None = None,
+    ) -> None:
         """Decide on fresh dumps, and read again right before the input: the decision is redone
-        on each dump until two consecutive dumps agree (or MAX_DUMPS were all decided)."""
+        on each dump until two consecutive dumps agree (or MAX_DUMPS were all decided). `decide`
+        replaces the interlock's decision for a setup door (`devices.farm.setup_doors`)."""
         self.checked += 1
         screen = self._phone.size()
         seen = self._seen_controls
         self._seen_controls = None  # after this action the screen is unknown again
         previous: str | None = None
         for attempt in range(MAX_DUMPS):
-            xml, hierarchy = self._dump()
-            block = self.interlock.check(action, hierarchy, self._phone.to_pixels, screen)
+            xml = self._read_dump()
+            if xml == previous:
+                # Byte for byte the dump just decided (the decision is a function of the dump):
+                # the screen held still across the re-read, and the decision stands unparsed.
+                return
+            hierarchy = self._parse_dump(xml)
+            if decide is not None:
+                block = decide(hierarchy, screen)
+            else:
+                block = self.interlock.check(action, hierarchy, self._phone.to_pixels, screen)
             if block is not None:
                 self._refuse(action, block, xml)
-            if xml == previous:
-                return
             changed_under_agent = (
                 previous is None and seen is not None and self._keys(hierarchy, screen) != seen
             )
@@ -1070,9 +1161,16 @@ class InterlockedDevice:
         )
 
     def _dump(self) -> tuple[str, Hierarchy]:
+        xml = self._read_dump()
+        return xml, self._parse_dump(xml)
+
+    def _read_dump(self) -> str:
         xml = self._phone.hierarchy()
         self.last_dump_s = time.perf_counter()
         self.dumps += 1
+        return str(xml)
+
+    def _parse_dump(self, xml: str) -> Hierarchy:
         try:
             hierarchy = Hierarchy(xml)
         except RealbenchError as exc:
@@ -1082,7 +1180,7 @@ class InterlockedDevice:
             ) from None
         if self.screen_check is not None:
             self.screen_check(hierarchy)
-        return xml, hierarchy
+        return hierarchy
 
     def _refuse(self, action: Action, block: Block, xml: str | None) -> None:
         self.blocked.append(block)

@@ -15,10 +15,11 @@ URL's scheme one of `real_app.url_schemes`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from realbench.hierarchy import Bounds, Hierarchy, Node, Selector
+from devices.farm.stop_labels import match_form, money_reading, reading_order
+from realbench.hierarchy import Bounds, Hierarchy, Node, Selector, compile_pattern, strip_spacing
 from realbench.taskpack import SafeInput, SafeScreen, TaskPack, url_scheme
 
 SCREEN_NAME_TEXTS = 3  # texts quoted to name an unrecognised screen
@@ -69,6 +70,79 @@ def listed(entry: str | Selector, node: Node) -> bool:
     while root.parent is not None:
         root = root.parent
     matches = [n for n in (root, *root.descendants()) if entry.matches(n)]
+    try:
+        return matches[entry.nth] is node
+    except IndexError:
+        return False
+
+
+def states_label(entry: str | Selector) -> bool:
+    """Whether a catalogue entry says what its control reads (`text` or `text_pattern`)."""
+    return isinstance(entry, Selector) and (entry.text is not None or entry.text_pattern is not None)
+
+
+def _label_fits(entry: Selector) -> Callable[[str], bool]:
+    """Whether a reading (in `match_form`) is the label the entry states."""
+    if entry.text is not None:
+        expected = match_form(entry.text)
+        return lambda reading: reading == expected
+    assert entry.text_pattern is not None
+    loose = compile_pattern("*".join(match_form(p) for p in entry.text_pattern.split("*")))
+    return lambda reading: loose.fullmatch(reading) is not None
+
+
+def _plain_readings(node: Node) -> set[str]:
+    """The node's subtree read apart: its texts, and its descriptions, each in reading order and
+    in document order (in `match_form`). Unlike `subtree_readings`, texts and descriptions are
+    not joined, so a money word hidden in one of them cannot ride on the other's label."""
+    members = [node, *node.descendants()]
+    out: set[str] = set()
+    for order in (reading_order(members), members):
+        out.add(match_form("".join(n.text for n in order if n.text)))
+        out.add(match_form("".join(n.content_desc for n in order if n.content_desc)))
+    return out - {""}
+
+
+def reads_as_stated(entry: Selector, node: Node) -> bool:
+    """Whether `node` shows the label the entry states, and no other money words: one of its
+    readings is that label, and every reading that names a money act is it. A `text_pattern` must
+    also match the text as written (its digits and punctuation, which the folded form drops: a
+    row's `2026-02-26 20:45 · 转账`, not a button's `确认转账`)."""
+    fits = _label_fits(entry)
+    readings = _plain_readings(node)
+    if not any(fits(r) for r in readings):
+        return False
+    if entry.text_pattern is not None:
+        written = compile_pattern(entry.text_pattern)
+        texts = (node.text, "".join(n.text for n in reading_order([node, *node.descendants()]) if n.text))
+        if not any(written.fullmatch(strip_spacing(t)) for t in texts if t):
+            return False
+    return all(fits(r) for r in readings if money_reading([r]) is not None)
+
+
+def vouches(entry: str | Selector, node: Node) -> bool:
+    """Whether a catalogue entry vouches for the money words `node` shows (lifts the guard's own
+    money-word refusal for it). Only an entry that states the label it expects does, and only while
+    the node reads as that label: the entry's other criteria (id, class, `inside`) with the label
+    read over the node's subtree pick it, among controls and leaves (with `nth` given, its `nth`
+    match in document order over the whole dump; without, any match: rows of a list). An
+    id alone names a control, not what it does: an app that reuses a listed id for a pay button,
+    or relabels it, is not vouched for by the listing."""
+    if isinstance(entry, str) or not states_label(entry):
+        return False
+    if not reads_as_stated(entry, node):
+        return False
+    others = entry.model_copy(update={"text": None, "text_pattern": None})
+
+    def picks(n: Node) -> bool:  # a control or a label, not a layout
+        return (n.clickable or n.long_clickable or not n.children) and others.matches(n)
+
+    if "nth" not in entry.model_fields_set:
+        return picks(node)
+    root = node
+    while root.parent is not None:
+        root = root.parent
+    matches = [n for n in (root, *root.descendants()) if picks(n) and reads_as_stated(entry, n)]
     try:
         return matches[entry.nth] is node
     except IndexError:
@@ -142,7 +216,12 @@ class Recognised:
 
     def lists_control(self, node: Node) -> bool:
         """Whether a recognised screen's catalogue entry names `node` (by its id or a selector)."""
-        return any(listed(c, node) for s, _ in self.screens for c in s.controls)
+        return any(listed(c, node) or vouches(c, node) for s, _ in self.screens for c in s.controls)
+
+    def vouches_for(self, node: Node) -> bool:
+        """Whether a recognised screen's entry vouches for the money words `node` shows: it states
+        the label it expects and the node reads as it (`vouches`). An id-only listing never does."""
+        return any(vouches(c, node) for s, _ in self.screens for c in s.controls)
 
     def knows_control(self, node: Node) -> bool:
         """Whether a tapped control is one the recognised screens allow. Default-deny: a control the

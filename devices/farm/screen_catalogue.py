@@ -8,9 +8,12 @@ runnable task's real setup and golden plan browser-free on its clone (`clones.do
 list the page runtime dumps) and reports:
 
 - `uncatalogued_steps`: every input step whose screen no catalogue marker names, or whose screen is
-  catalogued without the input (typing, ENTER) the step needs — a false block waiting to happen;
+  catalogued without the input (typing, ENTER) the step needs, or whose tapped control shows money
+  words (去支付, 确定 …) its entry does not vouch for by stating the label — a false block waiting to
+  happen;
 - `suggest`: catalogue entries for the screens seen — per route, the ids drawn on that route in
-  every render and on no other route, plus the page title where it never changes.
+  every render and on no other route, plus the page title where it never changes; a control that
+  shows money words is listed with the label it shows (`{resource_id: continue_pay, text: 去支付}`).
 
 Browser-free means presence, not layout: whether a marker is on screen after a scroll is settled
 by certify on virtual phones (tests/test_certify_farm.py).
@@ -27,6 +30,7 @@ from typing import Any
 from clones.base import get_clone
 from clones.dom_plan import DomPlanRunner
 from devices.farm.interlock_policy import Recognised
+from devices.farm.stop_labels import money_reading, own_texts, reading_order, subtree_readings
 from realbench.errors import RealbenchError
 from realbench.hierarchy import Node, Selector
 from realbench.recipes import BackStep, ScrollStep, TapStep, TypeTextStep
@@ -153,6 +157,31 @@ def _target(runner: DomPlanRunner, selector: Selector | None) -> Node | None:
     return next((d.node for d in (dom, *dom.ancestors()) if _takes_touch(d.node)), None)
 
 
+def shows_money_words(node: Node) -> bool:
+    """Whether the guard reads a money act in the control's label (devices.farm.stop_labels)."""
+    return money_reading(subtree_readings(node)) is not None
+
+
+def unvouched_money_words(target: Node, recognised: Recognised) -> Node | None:
+    """A node of the tapped control (itself, or a leaf inside it: a row's `… · 转账` line) whose
+    label the guard reads as money words and the recognised entries do not vouch for (the node,
+    or a control it sits in), as `devices.farm.interlock.money_word_controls` reads them."""
+    for n in (target, *target.descendants()):
+        if n.children and not (n.clickable or n.long_clickable):
+            continue
+        if money_reading((*own_texts(n), *subtree_readings(n))) is None:
+            continue
+        holders = (n, *(a for a in n.ancestors() if a.clickable or a.long_clickable))
+        if not any(recognised.vouches_for(h) for h in holders):
+            return n
+    return None
+
+
+def shown_label(node: Node) -> str:
+    """The control's visible text as a reader meets it (what a catalogue entry states)."""
+    return "".join(n.text for n in reading_order([node, *node.descendants()]) if n.text).strip()
+
+
 def control_pattern(rid: str) -> str:
     """A catalogue control for an id: rows drawn from data (`payee_p6`, `day_2026-03-05`,
     `stop_arr_上海虹桥`) become their prefix and `*`."""
@@ -188,6 +217,16 @@ def uncatalogued_steps(pack: TaskPack, tasks: list[Task], fixture: Any) -> list[
         ):
             names = ", ".join(s.name for s in screens)
             problems.append(f"{st.describe()}: control {st.target.short_id!r} is not in {names}'s `controls`")
+        elif (
+            st.target is not None
+            and (words := unvouched_money_words(st.target, Recognised(tuple((s, ()) for s in screens))))
+            is not None
+        ):
+            names = ", ".join(s.name for s in screens)
+            problems.append(
+                f"{st.describe()}: control {st.target.short_id!r} shows money words "
+                f"({shown_label(words)!r}); {names}'s `controls` must state that label"
+            )
     return problems
 
 
@@ -197,6 +236,7 @@ class _Route:
     titles: set[tuple[str, str]] | None = None
     needs: set[SafeInput] = field(default_factory=set)
     controls: set[str] = field(default_factory=set)
+    stated: dict[str, str] = field(default_factory=dict)  # id -> label, for controls with money words
 
 
 def suggest(pack: TaskPack, tasks: list[Task], fixture: Any) -> list[SafeScreen]:
@@ -222,6 +262,11 @@ def suggest(pack: TaskPack, tasks: list[Task], fixture: Any) -> list[SafeScreen]
         if st.needs is not None:
             r.needs.add(st.needs)
         r.controls |= {control_pattern(n.short_id) for n in st.nodes if n.short_id and _takes_touch(n)}
+        r.stated |= {
+            n.short_id: shown_label(n)
+            for n in st.nodes
+            if n.short_id and _takes_touch(n) and shows_money_words(n) and shown_label(n)
+        }
         drawn.setdefault(st.route, set()).update(ids)
     out: list[SafeScreen] = []
     for route, r in sorted(routes.items()):
@@ -241,7 +286,10 @@ def suggest(pack: TaskPack, tasks: list[Task], fixture: Any) -> list[SafeScreen]
             for c in r.controls
             if not any(o != c and o.endswith("*") and c.startswith(o[:-1]) for o in r.controls)
         )
-        controls: list[str | Selector] = list[str | Selector](kept)
+        # a control with money words is vouched for only by the label it shows: state it
+        controls: list[str | Selector] = [c for c in kept if c not in r.stated] + [
+            Selector(resource_id=i, text=t) for i, t in sorted(r.stated.items())
+        ]
         out.append(SafeScreen(name=route, when=markers, allow=sorted(r.needs, key=str), controls=controls))
     return out
 

@@ -73,7 +73,7 @@ AMOUNT = re.compile(r"(?:cny|rmb|usd|hkd|¥|\$)?[0-9][0-9.,]*(?:元|cny|rmb)?")
 # or when it is made of nothing but commit words (确认, 确定 → 确认, 提交, Pay, Confirm, OK …): a
 # bare "Pay" or "确定" on a sheet says nothing about what it does, so only the catalogue can vouch.
 MONEY_PHRASE = re.compile(
-    r"(?:确认|立即|马上|去|继续|完成|一键|快速|同意)(?:并且|并|和)?"
+    r"(?:确认|立即|马上|去|继续|完成|一键|快速|同意|允许|授权)(?:并且|并|和)?"
     r"(?:支付|转账|还款|购买|购票|退票|改签|提交订单|提交候补)"
     r"|提交订单|提交候补"
     r"|(?:confirm|submit|complete|place|authori[sz]e|agree)(?:and)?"

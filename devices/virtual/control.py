@@ -132,6 +132,13 @@ class ControlServer:
         return 404, {"error": f"no route {method} {url.path}"}
 
 
+# The first provision of an app on a phone opens its clone's page (a headless browser page, the
+# clone's state built and drawn): 9 s on a 2-core VM at load 14, past the 10 s of a control call
+# at higher load, and a retry queues behind the first on the phone's UI thread and times out too.
+# A lab's preparation step, not an input: it may take its time.
+PROVISION_TIMEOUT_S = 120.0
+
+
 class PhoneControl:
     """Client of one phone's control URL (from `VirtualPhoneHost.start` or `realbench vphone ls`)."""
 
@@ -139,9 +146,10 @@ class PhoneControl:
         self.url = url.rstrip("/")
         self._client = httpx.Client(timeout=timeout)
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         try:
-            response = self._client.request(method, f"{self.url}/{path}", json=body)
+            response = self._client.request(method, f"{self.url}/{path}", json=body, **extra)
         except httpx.HTTPError as exc:
             raise DeviceError(
                 f"virtual phone control channel {self.url} failed: {exc}",
@@ -177,7 +185,7 @@ class PhoneControl:
         body: dict[str, Any] = {"package": package, "setup": setup, "params": params}
         if episode is not None:
             body["episode"] = episode
-        self._call("POST", "provision", body)
+        self._call("POST", "provision", body, timeout=PROVISION_TIMEOUT_S)
 
     def app_state(self, package: str) -> dict[str, Any]:
         """The app's clone state: ground truth for verifying episodes run on a virtual phone."""
