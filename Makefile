@@ -15,6 +15,8 @@ PIP := $(PY) -m pip install -q --disable-pip-version-check
 # not read pip's configuration, so pip's find-links (where a machine keeps local wheels, e.g. a CPU
 # torch) are passed on. When uv cannot be installed or fails, pip installs the same pinned set.
 UV_VERSION := 0.13.9
+# a variable, not a literal in $(call …): its commas would split the call's arguments
+ALL_EXTRAS := .[dev,ray,train,verl]
 UV := $(VENV)/bin/uv
 FIND_LINKS := $(foreach d,$(sort $(PIP_FIND_LINKS) $(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)),--find-links $(d))
 install = [ -x $(PY) ] || $(PYTHON) -m venv $(VENV); \
@@ -47,7 +49,7 @@ venv: $(STAMP)
 # The venv's own pip (Python 3.11's) installs editable pyproject packages: upgrading it first only
 # added a download and a reinstall to every fresh setup.
 $(STAMP): pyproject.toml constraints.txt
-	@$(call install,-e '.[dev,ray,train,verl]')
+	@$(call install,-e '$(ALL_EXTRAS)')
 	@touch $(STAMP) $(BASE_STAMP)
 
 # A venv that `make setup` completed since pyproject.toml last changed already has the package.
