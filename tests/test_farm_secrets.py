@@ -38,7 +38,7 @@ def test_secrets_never_leave_the_environment(tmp_path: Path) -> None:
         screens.append(LoginScreen(package, USER, PASSWORD))
         return screens[-1]
 
-    pack = write_synthetic_pack(tmp_path / "pack", tasks=2, steps=1, with_boundary=True)
+    pack = write_synthetic_pack(tmp_path / "pack", tasks=2, steps=1, with_boundary=True, login=True)
     out = tmp_path / "store"
     with VirtualPhoneHost() as host:
         (info,) = host.start(1, screens="static", drift="none")

@@ -116,7 +116,7 @@ def test_an_interrupted_write_is_still_replaced(tmp_path):
 
 
 def test_deleted_and_garbage_episodes_are_damaged_by_name_and_requeued(tmp_path, caplog):
-    from realbench.runner import LocalRunner, summarize
+    from realbench.runner import pending_items, summarize
 
     store_dir = tmp_path / "s"
     _fill(store_dir)
@@ -145,9 +145,7 @@ def test_deleted_and_garbage_episodes_are_damaged_by_name_and_requeued(tmp_path,
     assert sorted(json.loads(repair.stdout)["requeued"]) == sorted([gone, garbage])
     assert (store_dir / "damaged").is_dir(), "what was left of a damaged folder is kept aside"
     with RunStore(store_dir, writer="realbench run") as store:
-        runner = LocalRunner.__new__(LocalRunner)
-        runner.store, runner.run_id, runner.max_attempts = store, RUN, 3
-        pending = runner.pending(KEYS)
+        pending = pending_items(store, RUN, KEYS, max_attempts=3, retry_given_up=False)
         assert sorted((i.key.task, i.key.seed) for i in pending) == [("t1", 1), ("t2", 0)]
 
 

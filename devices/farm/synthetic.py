@@ -19,8 +19,10 @@ BOUNDARY_LABEL = "候补购票"
 
 
 def synthetic_pack_dict(
-    *, tasks: int = 1, steps: int = 1, with_boundary: bool = True, probe: bool = True
+    *, tasks: int = 1, steps: int = 1, with_boundary: bool = True, probe: bool = True, login: bool = False
 ) -> dict[str, Any]:
+    """`login`: declare the test login form (username, password, login_button) as the pack's login
+    screen, so a rig's login recipe may type credentials through the guard's login door."""
     golden: list[dict[str, Any]] = []
     for _ in range(steps):
         golden += [{"tap": {"text": "我的订单"}}, {"key": "back"}]
@@ -52,6 +54,21 @@ def synthetic_pack_dict(
             "name": "铁路12306",
             "forbidden": [{"text": "立即支付"}],
             **({"logged_in_probe": {"text": "车票预订"}} if probe else {}),
+            **(
+                {
+                    "login_screen": "login",
+                    "safe_screens": [
+                        {
+                            "name": "login",
+                            "when": [{"resource_id": "login_button"}],
+                            "allow": [],
+                            "controls": ["username", "password", "login_button"],
+                        }
+                    ],
+                }
+                if login
+                else {}
+            ),
         },
         "tasks": task_list,
     }
