@@ -136,12 +136,18 @@ class ConsoleBench:
 
     def install(self, build: Callable[[], ScreenSpec]) -> None:
         """Show a fresh `build()` screen for the bank package from its next start."""
+        self.install_screens({BANK: build})
+
+    def install_screens(self, builds: dict[str, Callable[[], Any]]) -> None:
+        """Show fresh screens (`builds[package]()`) for those packages from their next start; every
+        other package shows the virtual phone's static screens."""
         from devices.virtual.phone import static_screens
 
         self.screens.clear()
 
         def maker(phone: Any, package: str) -> Any:
-            if package != BANK:
+            build = builds.get(package)
+            if build is None:
                 return static_screens(phone, package)
             screen = CommitTestScreen(package, build(), dumps_served=lambda: phone.dumps_served)
             self.screens.append(screen)
@@ -157,3 +163,20 @@ class ConsoleBench:
 
     def screen(self) -> httpx.Response:
         return httpx.get(f"{self.url}/api/phones/{self.serial}/screen?width=540", timeout=60)
+
+
+@contextlib.contextmanager
+def console_bench(tmp: Path) -> Iterator[ConsoleBench]:
+    """A console on one virtual phone, armed with every pack under taskpacks/ (the bank and ticket
+    packs are money-moving), as the lab console runs by default."""
+    with virtual_phones(1) as (host, serials):
+        spec = PhoneSpec(serial=serials[0], profile="generic-1080x2400", label="bench-0", virtual=True)
+        pool = PhonePool(console_rig(), [spec], virtual=True, lease_dir=tmp / "leases")
+        try:
+            with (
+                console_app(rig=None, stores=[], data_dir=tmp / "data", pool=pool) as app,
+                serve_in_thread(app) as url,
+            ):
+                yield ConsoleBench(url, host, serials[0], pool, tmp / "data")
+        finally:
+            pool.close()

@@ -14,20 +14,13 @@ Each case is first sent straight to the phone, where it must commit (the trap wo
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from devices.farm.pool import PhonePool
-from devices.rig import PhoneSpec
-from devices.virtual.commit_screens import CommitTestScreen
 from realbench.actions import Click, LongPress
-from realbench.console.command import console_app
-from realbench.console.server import serve_in_thread
-from tests.console_support import console_rig
-from tests.farm_support import virtual_phones
+from tests.console_support import ConsoleBench, console_bench
 from tests.interlock_fuzz_cases import FuzzCase, make_case, px_of
 from tests.test_console import _page, _point_on_image, browser  # noqa: F401 - a fixture
 
@@ -55,54 +48,14 @@ def sample(seed: int = SEED, k: int = SAMPLE, scan: int = 2000) -> list[FuzzCase
 CASES = sample()
 
 
-@dataclass
-class DialogBench:
-    url: str
-    host: Any
-    serial: str
-    pool: PhonePool
-    screens: list[CommitTestScreen]
-
-    @property
-    def vphone(self) -> Any:
-        return self.host.phone(self.serial)
-
-    def install(self, case: FuzzCase) -> None:
-        """Show the case's screens (fresh from each start) for the packages it draws."""
-        from devices.virtual.phone import static_screens
-
-        self.screens.clear()
-        builds: dict[str, Callable[[], Any]] = dict(case.screens)
-
-        def maker(phone: Any, package: str) -> Any:
-            build = builds.get(package)
-            if build is None:
-                return static_screens(phone, package)
-            screen = CommitTestScreen(package, build(), dumps_served=lambda: phone.dumps_served)
-            self.screens.append(screen)
-            return screen
-
-        self.vphone.set_screens(maker)
-
-    def commits(self) -> list[Any]:
-        return [c for s in self.screens for c in s.commits]
+DialogBench = ConsoleBench
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DialogBench]:
-    tmp = tmp_path_factory.mktemp("console-dialog")
-    with virtual_phones(1) as (host, serials):
-        spec = PhoneSpec(serial=serials[0], profile="generic-1080x2400", label="bench-0", virtual=True)
-        pool = PhonePool(console_rig(), [spec], virtual=True, lease_dir=tmp / "leases")
-        try:
-            # default packs: every pack under taskpacks/, as the fuzzer's console path arms its guard
-            with (
-                console_app(rig=None, stores=[], data_dir=tmp / "data", pool=pool) as app,
-                serve_in_thread(app) as url,
-            ):
-                yield DialogBench(url, host, serials[0], pool, [])
-        finally:
-            pool.close()
+    # default packs: every pack under taskpacks/, as the fuzzer's console path arms its guard
+    with console_bench(tmp_path_factory.mktemp("console-dialog")) as b:
+        yield b
 
 
 def _post(bench: DialogBench, path: str, body: dict[str, Any]) -> Any:
@@ -125,7 +78,7 @@ def test_no_answer_to_the_blocked_input_dialog_sends_it(
     action = case.steps[0]
     assert isinstance(action, Click | LongPress)
     # unguarded: the trap commits
-    bench.install(case)
+    bench.install_screens(dict(case.screens))
     phone = bench.pool.phone(bench.serial)
     phone.stop_app(case.package)
     phone.start_app(case.package)
@@ -134,7 +87,7 @@ def test_no_answer_to_the_blocked_input_dialog_sends_it(
     phone.act(action)
     assert bench.commits(), f"the trap did not commit unguarded: {case.describe()}"
 
-    bench.install(case)
+    bench.install_screens(dict(case.screens))
     assert _post(bench, "/start", {"package": case.package}).status_code == 200
     page = _page(browser)
     page.goto(f"{bench.url}/phone/{bench.serial}")

@@ -21,15 +21,10 @@ from typing import Any
 
 import pytest
 
-from devices.farm.pool import PhonePool
-from devices.rig import PhoneSpec
 from devices.virtual.commit_screens import Gesture, ScreenSpec
 from devices.virtual.uitree import UiNode
 from realbench.actions import Action, Key, KeyPress, Type, action_to_dict
-from realbench.console.command import console_app
-from realbench.console.server import serve_in_thread
-from tests.console_support import ConsoleBench, console_rig
-from tests.farm_support import virtual_phones
+from tests.console_support import ConsoleBench, console_bench
 from tests.interlock_attacks import BANK, PAY, attacks, title
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,19 +83,8 @@ Bench = ConsoleBench
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
-    tmp = tmp_path_factory.mktemp("console-interlock")
-    with virtual_phones(1) as (host, serials):
-        spec = PhoneSpec(serial=serials[0], profile="generic-1080x2400", label="bench-0", virtual=True)
-        pool = PhonePool(console_rig(), [spec], virtual=True, lease_dir=tmp / "leases")
-        try:
-            # default packs: every pack under taskpacks/ (the bank and ticket packs are money-moving)
-            with (
-                console_app(rig=None, stores=[], data_dir=tmp / "data", pool=pool) as app,
-                serve_in_thread(app) as url,
-            ):
-                yield Bench(url, host, serials[0], pool, tmp / "data")
-        finally:
-            pool.close()
+    with console_bench(tmp_path_factory.mktemp("console-interlock")) as b:
+        yield b
 
 
 def _straight_to_the_phone(bench: Bench, attack: ConsoleAttack) -> list[Any]:
