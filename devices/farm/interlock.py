@@ -82,6 +82,7 @@ from realbench.actions import (
 from realbench.boundary import boundary_hit
 from realbench.device import DeviceKind
 from realbench.errors import BoundaryBlocked, DeviceError, RealbenchError
+from realbench.golden import to_normalised
 from realbench.hierarchy import Bounds, Hierarchy, Node, Selector
 from realbench.observation import Observation
 from realbench.taskpack import Popup, SafeInput
@@ -194,11 +195,6 @@ class Block:
 
     def describe(self) -> str:
         return f"{self.reason}: {self.control.describe()}" if self.control else self.reason
-
-
-def _norm(px: float, size: int) -> int:
-    """A pixel coordinate in the 0-1000 action space."""
-    return max(0, min(1000, round(px * 1000 / max(1, size - 1))))
 
 
 def _activator(node: Node) -> Node | None:
@@ -1033,7 +1029,8 @@ class InterlockedDevice:
             return False
         w, h = self._phone.size()
         cx, cy = button.bounds.center
-        click = Click(x=_norm(cx, w), y=_norm(cy, h))
+        nx, ny = to_normalised(cx, cy, w, h)
+        click = Click(x=nx, y=ny)
         point = self._phone.to_pixels(click.x, click.y)
 
         def decide(fresh: Hierarchy, screen: tuple[int, int]) -> Block | None:
