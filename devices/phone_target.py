@@ -38,7 +38,14 @@ from devices.secrets import install_redaction
 from devices.virtual.control import PhoneControl
 from realbench.actions import Action, Click, DoubleClick, LongPress, Swipe
 from realbench.device import Device, TargetKind
-from realbench.errors import ConfigError, DeviceError, DeviceLost, RealbenchError, ServerError
+from realbench.errors import (
+    BoundaryBlocked,
+    ConfigError,
+    DeviceError,
+    DeviceLost,
+    RealbenchError,
+    ServerError,
+)
 from realbench.hierarchy import Hierarchy, Node, Selector
 from realbench.http_guard import auth_headers, client_token
 from realbench.observation import Observation
@@ -46,6 +53,12 @@ from realbench.outcome import Verdict
 from realbench.taskpack import TaskInstance, TaskPack
 
 log = logging.getLogger(__name__)
+
+
+class SetupRefused(DeviceError):
+    """The interlock refused an input of the task's setup (launch pop-ups, login, recipe steps).
+    Nothing was sent; the episode aborts before the agent's first step and is rerun."""
+
 
 FOREGROUND_TIMEOUT_S = 10.0
 PROBE_TIMEOUT_S = 4.0
@@ -200,10 +213,20 @@ class PhoneTarget:
         return info
 
     def setup(self, instance: TaskInstance) -> None:
-        if self._kind is TargetKind.REAL:
-            self._setup_real(instance)
-        else:
+        if self._kind is not TargetKind.REAL:
             self._setup_clone(instance)
+            return
+        try:
+            self._setup_real(instance)
+        except BoundaryBlocked as exc:
+            # Nothing was sent, and the agent has not acted: the episode never started, like any
+            # other setup that could not run (a pop-up redrawn under a dismiss tap, a recipe step
+            # the guard does not allow). It aborts and is rerun; it must not end the whole run.
+            raise SetupRefused(
+                f"the interlock refused a setup input on {self.phone.serial}: {exc.message}",
+                hint="nothing was sent; the episode is aborted and rerun. If it repeats, a pop-up rule or "
+                "setup step of the pack taps a control the guard does not allow (docs/farm.md, the guard)",
+            ) from exc
 
     def verify(self, instance: TaskInstance, answer: str | None) -> Verdict | None:
         if self._kind is TargetKind.REAL:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,11 @@ from devices.virtual.model import InputKind
 from devices.virtual.uitree import UiNode
 from realbench.actions import Click, Type
 from realbench.device import TargetKind
+from realbench.episode import run_episode
 from realbench.errors import BoundaryBlocked
+from realbench.golden import GoldenAgent
 from realbench.hierarchy import Hierarchy, Node, Selector
+from realbench.outcome import EndReason, Outcome
 from realbench.taskpack import Popup, SafeScreen, TaskPack, load_pack
 from tests.interlock_attacks import BANK, FORBIDDEN, PAY, TICKET, TITLE, AttackRig, H, W, attack_rig
 
@@ -509,3 +513,16 @@ def test_the_packs_catalogue_their_popups_and_login_screen(app: str) -> None:
         assert marked or listed, popup.name
     names = {s.name for s in real.safe_screens}
     assert real.login_screen is None or real.login_screen in names
+
+
+def test_a_refused_setup_input_aborts_the_episode_and_does_not_end_the_run(rig: AttackRig) -> None:
+    """A runner calls `run_episode` for every episode of a run: a setup tap the guard refuses must
+    come back as an aborted episode (rerun later), not as an exception that ends the whole run."""
+    screens = install(rig, {BANK: POPUP_ATTACKS["dismiss control is a pay button"]})
+    task = next(t for t in pack().tasks if t.real is not None and pack().package_for(t) == BANK)
+    instance = task.instantiate(seed=0, today=date(2026, 1, 5))
+    result = run_episode(instance, target(rig), GoldenAgent(real_side=True))
+    assert result.outcome is Outcome.ENV_INVALID and result.end_reason is EndReason.ABORT
+    assert result.error is not None and result.error.startswith("SetupRefused")
+    assert "interlock refused a setup input" in result.error and not result.steps
+    assert commits(screens) == []
