@@ -133,6 +133,44 @@ def test_train_rows_are_one_spaced_string_and_cards_unfold_on_a_seat_label() -> 
     assert r.route == "order_form" and r.state["ui"]["booking"]["cls"] == "edz"
 
 
+def test_home_history_entry_is_text_with_double_dash_and_the_switch_description() -> None:
+    r = _runner()
+    frm, to = r.state["user"]["recent_searches"][-1].split("|")
+    entry = r.find(Selector(text=f"{frm}--{to}")).node
+    assert entry.content_desc == f"根据查询历史将目的地切换为 {frm}  到 {to}"
+    assert not _has(r, text=f"{frm}-{to}")  # the clone's old single-dash label is gone
+    _tap(r, text=f"{frm}--{to}")
+    assert (r.state["ui"]["search"]["from"], r.state["ui"]["search"]["to"]) == (frm, to)
+
+
+def test_first_row_string_holds_the_departure_time_a_recipe_reads() -> None:
+    r = _runner()
+    _tap(r, resource_id="ticket_home_btn_search")
+    row = r.find(Selector(text_contains="次列车", class_name=BUTTON)).node.text
+    dep = re.search(r"次列车(\d+点\d+分)从", "".join(row.split()))
+    assert dep is not None, row
+    # the list is sorted by departure, so the first row's time is the earliest the timetable shows
+    times = [
+        re.search(r"次列车(\d+)点(\d+)分", "".join(d.node.text.split()))
+        for d in r.nodes
+        if d.node.class_name == BUTTON and "次列车" in d.node.text
+    ]
+    mins = [int(m.group(1)) * 60 + int(m.group(2)) for m in times if m]
+    assert mins and mins[0] == min(mins)
+
+
+def test_unpaid_order_opens_by_its_status_and_cancels_by_the_script_label() -> None:
+    r = _runner(scenario="with_orders")
+    unpaid = next(o for o in r.state["user"]["orders"] if o["status"] == "unpaid")
+    _tap(r, resource_id="ticket_home_bottom_bar_order")
+    _tap(r, text="待支付")
+    assert r.route == "order_detail"
+    _tap(r, text="取消订单")
+    _tap(r, text="确认取消")
+    after = next(o for o in r.state["user"]["orders"] if o["id"] == unpaid["id"])
+    assert after["status"] == "cancelled"
+
+
 def test_confirm_page_radio_buttons_passenger_checkboxes_and_submit_without_id() -> None:
     r = _runner(scenario="mid_booking")  # G101, 二等座, two riders
     assert r.route == "order_form"
