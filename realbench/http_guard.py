@@ -5,12 +5,16 @@
   ``Authorization: Bearer TOKEN`` (a browser page opened with ``?token=TOKEN`` gets it as a
   same-site cookie).
 - A Host allow-list (loopback names, the bound address, the machine's names when bound to a
-  wildcard, plus any given) and an Origin check: a page from another site can neither read nor
-  post (DNS rebinding, CSRF).
+  wildcard, plus any given) and an Origin check by scheme, host and port: a page from another site
+  (another local port included) can neither read nor post (DNS rebinding, CSRF). A request that
+  changes state and that the browser marks cross-site (``Sec-Fetch-Site``) is refused too.
 - A WebSocket handshake passes the same Host, Origin and token checks (token from the header or
   the cookie only); a refused one is closed before it is accepted (HTTP 403).
 - A body of a POST/PUT/PATCH must be JSON (``Content-Type: application/json``) and at most
   `max_body_bytes` (413 beyond); JSON nested deeper than `max_json_depth` is a 400.
+- `GuardRules` holds what differs between servers (the console's stricter rules: its own cookie and
+  token header, the token moved out of the address bar by a redirect, POST as the only state
+  change, cross-site reads of its API refused, no sockets).
 
 - Connections (`server_config`, what every server hands uvicorn): a request's headers must arrive
   within `header_timeout_s` of the connection opening (or of its first byte after a keep-alive
@@ -38,7 +42,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit
 
 from realbench.errors import ConfigError, RealbenchError, ServerError
 
@@ -51,6 +55,9 @@ DEFAULT_TOKEN_ENV = "REALBENCH_SERVER_TOKEN"
 TOKEN_COOKIE = "rb_token"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+READ_METHODS = frozenset({"GET", "HEAD"})  # the methods a ``?token=`` link may be opened with
+SAME_SITE_FETCH = frozenset({"same-origin", "none"})  # Sec-Fetch-Site values of the server's own pages
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 SOCKET_METHOD = "WEBSOCKET"  # what the token lookup is told for a handshake: no token from the query
 POLICY_VIOLATION = 1008  # the WebSocket close code of a refused handshake
 
@@ -98,10 +105,37 @@ class ServerLimits:
 
 @dataclass(frozen=True)
 class ServerSecurity:
-    """Who may talk to a server: the token (None on loopback without one) and the Host allow-list."""
+    """Who may talk to a server: the token (None on loopback without one) and the Host allow-list.
+
+    `allowed_hosts=None` answers any Host name, and only with a token: a page that rebinds its own
+    name to the server's address gets no token from the browser (cookies go by host name)."""
 
     token: str | None = None
-    allowed_hosts: frozenset[str] = field(default_factory=lambda: LOOPBACK_NAMES)
+    allowed_hosts: frozenset[str] | None = field(default_factory=lambda: LOOPBACK_NAMES)
+
+    def __post_init__(self) -> None:
+        if self.allowed_hosts is None and self.token is None:
+            raise ConfigError(
+                "a server that answers any Host name needs a token",
+                hint="give the Host names it answers to, or a token",
+            )
+
+
+@dataclass(frozen=True)
+class GuardRules:
+    """What differs between the servers behind `GuardMiddleware`; the defaults are those of the
+    clone server and the rollout service."""
+
+    # Cookies are kept per host name, not per port: servers on one machine need distinct names.
+    token_cookie: str = TOKEN_COOKIE
+    token_header: str | None = None  # a header carrying the bare token, beside Authorization
+    # A GET/HEAD with the right ``?token=`` is answered 303 to the same address without it (and
+    # the cookie), so the token leaves the address bar, history and Referer at once.
+    query_token_redirect: bool = False
+    methods: frozenset[str] | None = None  # the methods answered at all (405 otherwise); None: any
+    json_always: bool = False  # a state change declares a JSON body even when it sends none
+    cross_site_prefixes: tuple[str, ...] = ()  # paths no cross-site request reaches, reads included
+    websockets: bool = True  # False: every handshake is refused (an app without socket routes)
 
 
 # What an app built without explicit security accepts: loopback plus the host name Starlette's
@@ -168,6 +202,24 @@ def _hostname(netloc: str) -> str:
     return netloc.rsplit(":", 1)[0].lower() if netloc.count(":") == 1 else netloc.lower()
 
 
+def same_origin(origin: str, host: str, scheme: str = "http") -> bool:
+    """Whether a browser's Origin is the server's own: the same scheme, host name and port (another
+    port of the same machine is another site's server); a port left out is the scheme's default."""
+    scheme = {"ws": "http", "wss": "https"}.get(scheme, scheme)
+    if host and origin.lower() == f"{scheme}://{host}".lower():
+        return True  # what a browser sends from the server's own page: no parsing needed
+    try:
+        parts = urlsplit(origin)
+        port = parts.port or DEFAULT_PORTS.get(parts.scheme)
+        own = urlsplit(f"{scheme}://{host}")
+        own_port = own.port or DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return False
+    if parts.scheme != scheme or not parts.hostname or not host:
+        return False
+    return parts.hostname.lower() == (own.hostname or "").lower() and port == own_port
+
+
 def replay_body(body: bytes, receive: Receive) -> Receive:
     """A `receive` that hands the app a body already read by the guard, then the connection's own
     messages (a disconnect, say)."""
@@ -216,17 +268,21 @@ def parse_json_body(raw: bytes, max_depth: int) -> Any:
 
 
 class GuardMiddleware:
-    """ASGI middleware enforcing `ServerSecurity` and the body limits of `ServerLimits`.
+    """ASGI middleware enforcing `ServerSecurity`, the body limits of `ServerLimits` and the
+    server's `GuardRules`.
 
     A WebSocket handshake passes the same Host, Origin and token checks as a request (a browser
     opens a socket to any site without asking, so the Origin check is what keeps another site's
     page off it); its token comes from the header or the cookie, never the query. A refused
     handshake is closed before it is accepted, which the server answers with HTTP 403."""
 
-    def __init__(self, app: ASGIApp, security: ServerSecurity, limits: ServerLimits) -> None:
+    def __init__(
+        self, app: ASGIApp, security: ServerSecurity, limits: ServerLimits, rules: GuardRules | None = None
+    ) -> None:
         self.app = app
         self.security = security
         self.limits = limits
+        self.rules = rules or GuardRules()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -237,77 +293,43 @@ class GuardMiddleware:
             return
         headers = _headers_of(scope)
         method = scope["method"].upper()
-        given = _token_of(headers, scope, method)
-        refusal = self._refusal(headers, given)
+        given = _token_of(headers, scope, method, self.rules)
+        refusal = self._refusal(headers, given, scope) or self._request_refusal(headers, scope, method)
         if refusal is not None:
             await _answer(send, *refusal)
             return
-        set_cookie = self.security.token is not None and given is not None and given[1] == "query"
+        from_query = self.security.token is not None and given is not None and given[1] == "query"
+        if from_query and self.rules.query_token_redirect:
+            await self._redirect_without_token(scope, send)
+            return
         if method in UNSAFE_METHODS:
-            length = headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > self.limits.max_body_bytes:
-                await _too_large(send, self.limits.max_body_bytes)
-                return
-            chunks: list[bytes] = []
-            size = 0
-            more = True
-            deadline = time.monotonic() + self.limits.body_timeout_s
-            while more:
-                try:
-                    message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
-                except TimeoutError:
-                    await _answer(
-                        send,
-                        408,
-                        f"request body not received within {self.limits.body_timeout_s:g} s",
-                        "send the whole body at once",
-                    )
-                    return
-                if message["type"] != "http.request":
-                    return  # the client went away
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.limits.max_body_bytes:
-                    await _too_large(send, self.limits.max_body_bytes)
-                    return
-                chunks.append(chunk)
-                more = bool(message.get("more_body"))
-            body = b"".join(chunks)
-            ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            if body and ctype != "application/json":
-                await _answer(
-                    send, 415, "request bodies must be JSON", "send 'Content-Type: application/json'"
-                )
+            body = await self._read_body(headers, receive, send)
+            if body is None:
                 return
             receive = replay_body(body, receive)
-        if set_cookie:
-            token = self.security.token
-            assert token is not None
-
-            async def send_with_cookie(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    cookie = f"{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
-                    message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode())]
-                await send(message)
-
-            await self.app(scope, receive, send_with_cookie)
+        if from_query:
+            await self.app(scope, receive, self._with_cookie(send))
             return
         await self.app(scope, receive, send)
 
-    def _refusal(self, headers: dict[str, str], given: tuple[str, str] | None) -> tuple[int, str, str] | None:
-        """(status, message, hint) when the request may not reach the app, else None. `given` is
-        the token the request carries (`_token_of`) and where it came from."""
+    def _refusal(
+        self, headers: dict[str, str], given: tuple[str, str] | None, scope: Scope
+    ) -> tuple[int, str, str] | None:
+        """(status, message, hint) when the request or handshake may not reach the app, else None.
+        `given` is the token it carries (`_token_of`) and where it came from."""
         allowed = self.security.allowed_hosts
-        if _hostname(headers.get("host", "")) not in allowed:
+        if allowed is not None and _hostname(headers.get("host", "")) not in allowed:
             return 403, "Host header not allowed", "add the name with --allow-host"
         origin = headers.get("origin")
-        # Same origin means host AND port: another local web app on another port is another site.
-        if origin is not None and (
-            origin == "null" or urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
+        # Same origin means scheme, host AND port: another local web app on another port is another site.
+        if origin is not None and not same_origin(
+            origin, headers.get("host", ""), scope.get("scheme", "http")
         ):
             return 403, "cross-origin request refused", "call the API from the same host and port"
         token = self.security.token
-        if token is not None and (given is None or not secrets.compare_digest(given[0], token)):
+        if token is not None and (
+            given is None or not secrets.compare_digest(given[0].encode("utf-8", "replace"), token.encode())
+        ):
             return (
                 401,
                 "missing or wrong token",
@@ -315,9 +337,103 @@ class GuardMiddleware:
             )
         return None
 
+    def _request_refusal(
+        self, headers: dict[str, str], scope: Scope, method: str
+    ) -> tuple[int, str, str] | None:
+        """The checks of a plain request beyond `_refusal`: method, cross-site marks, content type."""
+        rules = self.rules
+        if rules.methods is not None and method not in rules.methods:
+            return 405, f"method {method} not allowed", f"use one of {', '.join(sorted(rules.methods))}"
+        site = headers.get("sec-fetch-site", "same-origin")
+        cross_site = site.lower() not in SAME_SITE_FETCH
+        if cross_site and (method in UNSAFE_METHODS or scope["path"].startswith(rules.cross_site_prefixes)):
+            return (
+                403,
+                f"cross-site request refused (Sec-Fetch-Site {site[:40]})",
+                "use the server's own pages",
+            )
+        if rules.json_always and method in UNSAFE_METHODS and _content_type(headers) != "application/json":
+            return 415, "a state change needs a JSON body", "send 'Content-Type: application/json'"
+        return None
+
+    async def _read_body(self, headers: dict[str, str], receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or None after answering (413 over the limit: a declared length before a
+        byte is read, a streamed one as soon as it passes; 408 late; 415 not JSON)."""
+        limit = self.limits.max_body_bytes
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await _too_large(send, limit)
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        deadline = time.monotonic() + self.limits.body_timeout_s
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                await _answer(
+                    send,
+                    408,
+                    f"request body not received within {self.limits.body_timeout_s:g} s",
+                    "send the whole body at once",
+                )
+                return None
+            if message["type"] != "http.request":
+                return None  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _too_large(send, limit)
+                return None
+            chunks.append(chunk)
+            more = bool(message.get("more_body"))
+        body = b"".join(chunks)
+        if body and _content_type(headers) != "application/json":
+            await _answer(send, 415, "request bodies must be JSON", "send 'Content-Type: application/json'")
+            return None
+        return body
+
+    def _cookie(self) -> bytes:
+        return f"{self.rules.token_cookie}={self.security.token}; HttpOnly; SameSite=Strict; Path=/".encode()
+
+    def _with_cookie(self, send: Send) -> Send:
+        cookie = self._cookie()
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie)]
+            await send(message)
+
+        return send_with_cookie
+
+    async def _redirect_without_token(self, scope: Scope, send: Send) -> None:
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        rest = urlencode([(k, v) for k, v in query if k != "token"])
+        # The path as the client sent it (percent-encoded), so the Location header stays ASCII.
+        raw = scope.get("raw_path") or quote(scope.get("root_path", "") + scope["path"]).encode()
+        path = raw.split(b"?", 1)[0]  # some servers keep the query in raw_path
+        location = path + (f"?{rest}".encode() if rest else b"")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 303,
+                "headers": [
+                    (b"location", location),
+                    (b"set-cookie", self._cookie()),
+                    (b"content-length", b"0"),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b""})
+
     async def _guard_socket(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers_of(scope)
-        refusal = self._refusal(headers, _token_of(headers, scope, SOCKET_METHOD))
+        if self.rules.websockets:
+            refusal = self._refusal(headers, _token_of(headers, scope, SOCKET_METHOD, self.rules), scope)
+        else:
+            refusal = (403, "this server has no sockets", "")
         if refusal is None:
             await self.app(scope, receive, send)
             return
@@ -330,15 +446,23 @@ def _headers_of(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
-def _token_of(headers: dict[str, str], scope: Scope, method: str) -> tuple[str, str] | None:
+def _content_type(headers: dict[str, str]) -> str:
+    return headers.get("content-type", "").split(";", 1)[0].strip().lower()
+
+
+def _token_of(
+    headers: dict[str, str], scope: Scope, method: str, rules: GuardRules
+) -> tuple[str, str] | None:
     auth = headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip(), "header"
+    if rules.token_header is not None and rules.token_header in headers:
+        return headers[rules.token_header], "header"
     for part in headers.get("cookie", "").split(";"):
         name, _, value = part.strip().partition("=")
-        if name == TOKEN_COOKIE and value:
+        if name == rules.token_cookie and value:
             return value, "cookie"
-    if method == "GET":  # a person opening a page link; the cookie carries it from then on
+    if method in READ_METHODS:  # a person opening a page link; the cookie carries it from then on
         values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token")
         if values:
             return values[0], "query"

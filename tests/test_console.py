@@ -20,7 +20,7 @@ from PIL import Image, ImageChops
 
 from realbench.console.episodes import Stores
 from realbench.console.labels import LabelQueue, read_plan
-from realbench.console.security import ConsoleGuard, require_token
+from realbench.console.security import console_guard, require_token
 from realbench.console.selectors import SelectorKind, choose_selector, node_at
 from realbench.errors import ConfigError
 from realbench.hierarchy import Hierarchy, Selector
@@ -107,13 +107,9 @@ async def _ok(scope, receive, send) -> None:  # noqa: ANN001 - a bare ASGI app
     await send({"type": "http.response.body", "body": b"ok"})
 
 
-def _client(guard: ConsoleGuard, host: str = "127.0.0.1:8700") -> httpx.Client:
-    return httpx.Client(transport=httpx.ASGITransport(app=guard), base_url=f"http://{host}")  # type: ignore[arg-type]
-
-
 def test_guard_refuses_socket_handshakes_before_the_app_sees_them() -> None:
     """A browser opens a WebSocket to any site without asking; the console has no socket routes, so
-    a handshake must never reach the app (where it would skip the token and Origin checks)."""
+    a handshake must never reach the app, even from its own origin with its token."""
     import anyio
 
     reached: list[str] = []
@@ -131,16 +127,29 @@ def test_guard_refuses_socket_handshakes_before_the_app_sees_them() -> None:
     async def receive() -> dict:
         return {"type": "websocket.connect"}
 
-    scope = {
-        "type": "websocket",
-        "path": "/api/phones",
-        "headers": [(b"host", b"127.0.0.1:8700"), (b"origin", b"http://evil.example")],
-        "query_string": b"",
-    }
-    for token in (None, "t" * 24):
-        anyio.run(ConsoleGuard(app, token=token, loopback=True), scope, receive, send)
+    token = "t" * 24
+    scopes = [
+        [(b"host", b"127.0.0.1:8700"), (b"origin", b"http://evil.example")],
+        [
+            (b"host", b"127.0.0.1:8700"),
+            (b"origin", b"http://127.0.0.1:8700"),
+            (b"cookie", f"realbench_console={token}".encode()),
+        ],
+    ]
+    for headers in scopes:
+        scope = {
+            "type": "websocket",
+            "scheme": "ws",
+            "path": "/api/phones",
+            "headers": headers,
+            "query_string": b"",
+        }
+        anyio.run(app, scope, receive, send)  # unguarded: the handshake is accepted
+        assert reached.pop() == "websocket" and sent.pop()["type"] == "websocket.accept"
+        for t in (None, token):
+            anyio.run(console_guard(app, token=t, loopback=True), scope, receive, send)
     assert reached == []
-    assert [m["type"] for m in sent] == ["websocket.close", "websocket.close"]
+    assert [m["type"] for m in sent] == ["websocket.close"] * 4
 
 
 def test_guard_token_origin_content_type_and_host() -> None:
@@ -148,51 +157,89 @@ def test_guard_token_origin_content_type_and_host() -> None:
 
     async def run() -> None:
         token = "t" * 24
-        guard = ConsoleGuard(_ok, token=token, loopback=False)
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=guard), base_url="http://10.0.0.5:8700"
-        ) as c:
-            assert (await c.get("/api/phones")).status_code == 401
-            assert (await c.get("/api/phones", headers={"Authorization": "Bearer wrong"})).status_code == 401
+        bare = httpx.AsyncClient(transport=httpx.ASGITransport(app=_ok), base_url="http://10.0.0.5:8700")
+        guard = console_guard(_ok, token=token, loopback=False)
+        async with (
+            bare,
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://10.0.0.5:8700") as c,
+        ):
             auth = {"Authorization": f"Bearer {token}"}
+            attacks: list[tuple[str, str, dict[str, str | bytes], bytes, int]] = [
+                ("GET", "/api/phones", {}, b"", 401),
+                ("GET", "/api/phones", {"Authorization": "Bearer wrong"}, b"", 401),
+                ("GET", "/api/phones", {"X-Realbench-Token": "wrong"}, b"", 401),
+                (
+                    "GET",
+                    "/api/phones",
+                    {"Authorization": "Bearer t\xe9".encode("latin-1") + b"t" * 22},
+                    b"",
+                    401,
+                ),  # not ASCII
+                ("HEAD", "/fleet?token=" + "u" * 24, {}, b"", 401),
+                # a form post: no JSON, no preflight in a browser
+                ("POST", "/api/label", auth, b"success=1", 415),
+                ("POST", "/api/release", auth, b"", 415),
+                (
+                    "POST",
+                    "/api/label",
+                    {**auth, "Content-Type": "application/json", "Origin": "http://evil.example"},
+                    b"{}",
+                    403,
+                ),
+                (
+                    "POST",
+                    "/api/label",
+                    {**auth, "Content-Type": "application/json", "Origin": "https://10.0.0.5:8700"},
+                    b"{}",
+                    403,
+                ),
+                ("POST", "/api/label?token=" + token, {"Content-Type": "application/json"}, b"{}", 401),
+                ("PUT", "/api/label", {**auth, "Content-Type": "application/json"}, b"{}", 405),
+                ("DELETE", "/api/label", auth, b"", 405),
+                ("GET", "/api/phones", {**auth, "Sec-Fetch-Site": "cross-site"}, b"", 403),
+                ("GET", "/api/phones/x/video", {**auth, "Sec-Fetch-Site": "same-site"}, b"", 403),
+                (
+                    "POST",
+                    "/label",
+                    {**auth, "Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"},
+                    b"{}",
+                    403,
+                ),
+            ]
+            for method, path, headers, body, status in attacks:
+                assert (await bare.request(method, path, headers=headers, content=body)).status_code == 200
+                r = await c.request(method, path, headers=headers, content=body)
+                assert r.status_code == status, (method, path, headers, r.status_code)
             assert (await c.get("/api/phones", headers=auth)).status_code == 200
-            r = await c.get("/fleet?token=" + token)
-            assert (
-                r.status_code == 303
-                and "HttpOnly" in r.headers["set-cookie"]
-                and "token" not in r.headers["location"]
-            )
-            # state changes: JSON POSTs from this origin only
-            assert (
-                await c.post(
-                    "/api/label",
-                    headers=auth,
-                    content=b"success=1",
-                )
-            ).status_code == 403
-            assert (
-                await c.post(
-                    "/api/label",
-                    headers={**auth, "Content-Type": "application/json", "Origin": "http://evil.example"},
-                    content=b"{}",
-                )
-            ).status_code == 403
+            assert (await c.get("/api/phones", headers={"X-Realbench-Token": token})).status_code == 200
+            r = await c.get(f"/fleet?store=1&token={token}&x=%20")
+            assert r.status_code == 303 and "HttpOnly" in r.headers["set-cookie"]
+            assert r.headers["location"] == "/fleet?store=1&x=+"  # the token leaves the address bar
+            cookie = {"Cookie": f"realbench_console={token}"}
+            assert (await c.get("/fleet", headers=cookie)).status_code == 200
             good = {**auth, "Content-Type": "application/json", "Origin": "http://10.0.0.5:8700"}
             assert (await c.post("/api/label", headers=good, content=b"{}")).status_code == 200
-            assert (await c.put("/api/label", headers=good, content=b"{}")).status_code == 403
-            cross = {**auth, "Sec-Fetch-Site": "cross-site"}
-            assert (await c.get("/api/phones", headers=cross)).status_code == 403
-        local = ConsoleGuard(_ok, token=None, loopback=True)
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=local), base_url="http://rebound.example:8700"
-        ) as c:
-            assert (await c.get("/api/phones")).status_code == 421  # DNS rebinding
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=local), base_url="http://127.0.0.1:8700"
-        ) as c:
-            assert (await c.get("/api/phones")).status_code == 200
+            # a link from another site opens a page (not the API)
+            assert (await c.get("/runs", headers={**auth, "Sec-Fetch-Site": "cross-site"})).status_code == 200
+        local = console_guard(_ok, token=None, loopback=True)
+        for host, status in (("rebound.example:8700", 403), ("127.0.0.1:8700", 200), ("[::1]:8700", 200)):
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=local), base_url=f"http://{host}"
+            ) as c:
+                assert (await c.get("/api/phones")).status_code == status, host  # DNS rebinding
 
     anyio.run(run)
+
+
+def test_a_console_off_loopback_never_runs_without_a_token() -> None:
+    from realbench.console.security import console_security
+
+    with pytest.raises(ConfigError, match="needs a token"):
+        console_guard(_ok, token=None, loopback=False)
+    assert console_security("k" * 16, loopback=False).allowed_hosts is None
+    # bound to another loopback address, the console answers to it as well (and only on loopback)
+    assert "127.0.0.2" in (console_security(None, loopback=True, host="127.0.0.2").allowed_hosts or ())
+    assert "10.0.0.5" not in (console_security(None, loopback=True, host="10.0.0.5").allowed_hosts or ())
 
 
 # --- labelling (no phone) ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from realbench.console.security import CONSOLE_LIMITS, ConsoleGuard, is_loopback, require_token
+from realbench.console.security import CONSOLE_LIMITS, console_guard, require_token
 from realbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ def console_app(
     pool: Any = None,
     token: str | None = None,
     loopback: bool = True,
+    host: str = "",
     scrcpy: bool = True,
 ) -> Iterator[Any]:
     """The guarded ASGI app, with the rig's pool open for its lifetime. Tests pass `pool` (phones
@@ -85,7 +86,7 @@ def console_app(
             from realbench.console.recorder import Recorder
 
             cfg.recorder = Recorder(phones, data_dir=data_dir, packs=pack_paths(packs))
-        yield ConsoleGuard(build_app(cfg), token=token, loopback=loopback)
+        yield console_guard(build_app(cfg), token=token, loopback=loopback, host=host)
 
 
 def console_command(
@@ -102,7 +103,7 @@ def console_command(
 ) -> None:
     import uvicorn
 
-    from realbench.http_guard import server_config
+    from realbench.http_guard import is_loopback, server_config
 
     token = require_token(host, token_env, dict(os.environ))
     if rig is None and not stores:
@@ -115,6 +116,7 @@ def console_command(
         plans=plans,
         token=token,
         loopback=is_loopback(host),
+        host=host,
         scrcpy=scrcpy,
     ) as app:
         log.warning("realbench console on http://%s:%d%s", host, port, " (token required)" if token else "")
