@@ -17,6 +17,9 @@ processes (one Chromium each) at the model's resolution, then measures:
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
   together with random taps and back keys (each step: act, wait for the page, capture);
 - ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N;
+- ``cpu_ms_per_step``: CPU time of this process and everything below it (worker processes,
+  Playwright's drivers, Chromium) while stepping, per environment step, by process kind: unlike
+  the latencies, it hardly moves with other work on the machine;
 - ``cpu``, ``cores``, ``load_avg_before`` and ``load_avg`` (1/5/15-minute, before and after the run):
   figures from a loaded machine are not comparable with a quiet one's.
 
@@ -44,10 +47,30 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.machine_info import machine_facts  # noqa: E402
+from devices.clone_browser import descendant_pids  # noqa: E402
 from devices.rl.errors import ErrorInfo  # noqa: E402
 from devices.rl.vector import CloneVectorEnv  # noqa: E402
 
 BACK = json.dumps({"type": "key", "key": "back"})
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds_by_kind() -> dict[str, float]:
+    """CPU seconds so far of this process and its descendants: "python" (this process and the
+    workers), "driver" (Playwright's), "chromium". Processes that exited are not counted."""
+    out = {"python": 0.0, "driver": 0.0, "chromium": 0.0}
+    for pid in [os.getpid(), *descendant_pids(os.getpid())]:
+        try:
+            fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+            argv0 = (
+                (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            )
+        except OSError:
+            continue
+        name = Path(argv0).name
+        kind = "chromium" if "chrom" in name else "python" if "python" in name else "driver"
+        out[kind] += (int(fields[11]) + int(fields[12])) / TICKS
+    return out
 
 
 def pack_and_task(pack: str | None, task: str | None) -> tuple[str, str | None, tuple[str, ...]]:
@@ -102,6 +125,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         venv.step(random_actions(rng, n))  # warm-up
         steps = 0
         aborted = 0
+        cpu_before = cpu_seconds_by_kind()
         t = time.perf_counter()
         while time.perf_counter() - t < args.seconds:
             _, _, terminated, truncated, infos = venv.step(random_actions(rng, n))
@@ -111,6 +135,8 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             if done.any():
                 venv.reset(options={"reset_mask": done})
         elapsed = time.perf_counter() - t
+        cpu_after = cpu_seconds_by_kind()
+        cpu_per_step = {k: round((cpu_after[k] - cpu_before[k]) / steps * 1000, 1) for k in cpu_after}
         stats = [s for s in venv.pool.stats() if isinstance(s, dict)]
         pss = sum(s["chromium_pss_mib"] for s in stats)
         cache = {
@@ -135,6 +161,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "screen_cache": not args.no_screen_cache,
         "screen_cache_counts": cache,
         "steps_per_s": round(steps / elapsed, 1),
+        "cpu_ms_per_step": {**cpu_per_step, "all": round(sum(cpu_per_step.values()), 1)},
         "pss_per_env_mib": round(pss / n, 1),
         "pss_total_mib": round(pss, 1),
         "aborted_steps": aborted,

@@ -328,12 +328,12 @@ class CloneDevice:
         with the touches (not after their acknowledgement): the page knows when the tap's click ran,
         which saves a round trip and a timer per step. A touch that ends without a click is released
         by the acknowledgement instead."""
-        page = self._require_page()
+        self._require_page()
         n = self._touch_ends + 1
-        applied = asyncio.ensure_future(page.evaluate("(n) => window.__rb.afterTap(n)", n))
+        applied = asyncio.ensure_future(self._page_eval("(n) => window.__rb.afterTap(n)", n))
         try:
             await self._tap(x, y)
-            acknowledged = page.evaluate("(n) => window.__rb.tapAcknowledged(n)", n)
+            acknowledged = self._page_eval("(n) => window.__rb.tapAcknowledged(n)", n)
             result, _ = await asyncio.gather(applied, acknowledged)
         except BaseException:
             applied.cancel()

@@ -23,6 +23,7 @@ from clones.base import Clone, State
 from clones.server import Session, render_screen
 from devices.clone_browser import Emulation
 from devices.clone_device import CloneDevice
+from devices.rl import cdp
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.screen_cache import Lookup, ScreenCache
@@ -124,6 +125,40 @@ class RLCloneDevice(CloneDevice):
     def __init__(self, *args: Any, screen_cache: ScreenCache | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.screen_cache = screen_cache
+        # the page's direct DevTools session (`devices.rl.cdp`), attached on first use; None inside
+        # the future: this page stays on Playwright's path
+        self._direct: asyncio.Future[cdp.PageSession | None] | None = None
+
+    def close(self) -> None:
+        self._direct = None
+        super().close()
+
+    async def _open(self, session: str) -> None:
+        await super()._open(session)
+        self._direct = None  # a new page or a navigation: attach afresh
+
+    async def _direct_session(self) -> cdp.PageSession | None:
+        if self._direct is None:
+            # a future, so that calls racing for the first session share one attachment
+            self._direct = asyncio.ensure_future(cdp.page_session(self.pool, self._require_page().url))
+        direct = self._direct
+        try:
+            return await asyncio.shield(direct)
+        except BaseException:
+            if self._direct is direct and direct.done() and (direct.cancelled() or direct.exception()):
+                self._direct = None
+            raise
+
+    async def _session_cdp(self) -> Any:
+        """Captures and input events go over the direct session where there is one."""
+        return await self._direct_session() or await super()._session_cdp()
+
+    async def _page_eval(self, script: str, arg: Any = None) -> Any:
+        direct = await self._direct_session()
+        if direct is None:
+            return await super()._page_eval(script, arg)
+        self._require_page()
+        return await direct.evaluate(script, arg)
 
     def observe(self) -> Observation:
         return self._observation(self._run(self._ticked_observe(None), "observe"))

@@ -31,6 +31,7 @@ from clones.base import Clone, State, get_clone
 from clones.server import CloneServer, CreateSession, Session, SessionStore
 from devices.clone_browser import BrowserPool, Emulation, Isolation
 from devices.rl.browser import chromium_processes, pss_mib
+from devices.rl.cdp import devtools_args
 from devices.rl.config import EnvConfig
 from devices.rl.core import VERDICT_FIELDS, EnvCore
 from devices.rl.errors import EnvNotFound, ErrorInfo
@@ -129,7 +130,7 @@ class EnvHost:
         # Same-site pages share renderers: ~11 MiB per environment instead of ~65 MiB with a
         # context each; a renderer crash aborts the episodes of its context, which recover on reset.
         return BrowserPool(
-            extra_args=(*RL_BROWSER_ARGS, *self.browser_args),
+            extra_args=(*RL_BROWSER_ARGS, *devtools_args(), *self.browser_args),
             isolation=Isolation.SHARED,
             renderers=self.renderers,
             render_scale=scale,

@@ -1,0 +1,186 @@
+"""The direct DevTools path of RL pages (devices/rl/cdp.py): used where the browser has a port,
+observations identical to Playwright's path, page errors and lost pages reported as device errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from devices.rl import cdp
+from devices.rl.config import EnvConfig
+from devices.rl.host import EnvHost, ResetRequest, StepRequest
+from realbench.errors import DeviceError, DeviceLost
+from tests.rl_support import write_pack
+
+ACTIONS = [
+    '{"type": "click", "x": 500, "y": 180}',
+    '{"type": "click", "x": 500, "y": 300}',
+    json.dumps({"type": "key", "key": "back"}),
+    '{"type": "click", "x": 500, "y": 300}',
+]
+
+# --- the connection on its own (a fake websocket: nothing is sent anywhere) ----------------------
+
+
+class _FakeSocket:
+    """Records what is sent; answers nothing by itself (the test dispatches the replies)."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    async def send(self, text: str) -> None:
+        self.sent.append(json.loads(text))
+
+
+async def _connected() -> tuple[cdp.DevToolsConnection, _FakeSocket]:
+    connection = cdp.DevToolsConnection("ws://fake")
+    socket = _FakeSocket()
+    connection._ws = socket
+    return connection, socket
+
+
+def test_replies_errors_and_a_detached_page_settle_their_commands():
+    async def scenario() -> None:
+        connection, socket = await _connected()
+        page = cdp.PageSession(connection, "S1")
+        ok = asyncio.ensure_future(page.send("Runtime.evaluate", {"expression": "1"}))
+        bad = asyncio.ensure_future(page.send("Page.bogus"))
+        waiting = asyncio.ensure_future(page.send("Page.captureScreenshot"))
+        other = asyncio.ensure_future(connection.send("Target.getTargets", {}, "S2"))
+        await asyncio.sleep(0)
+        assert [m["sessionId"] for m in socket.sent] == ["S1", "S1", "S1", "S2"]
+        ids = [m["id"] for m in socket.sent]
+        connection._dispatch({"id": ids[0], "result": {"result": {"value": 1}}})
+        connection._dispatch(
+            {"id": ids[1], "error": {"code": -32601, "message": "'Page.bogus' wasn't found"}}
+        )
+        connection._dispatch({"method": "Target.detachedFromTarget", "params": {"sessionId": "S1"}})
+        assert (await ok) == {"result": {"value": 1}}
+        with pytest.raises(cdp.CDPError, match="wasn't found") as raised:  # an error, the page lives
+            await bad
+        assert not isinstance(raised.value, DeviceLost)
+        with pytest.raises(DeviceLost, match="detached"):
+            await waiting
+        assert not other.done()  # another page's command is not touched
+        with pytest.raises(DeviceLost):  # the detached session refuses new commands at once
+            await page.send("Runtime.evaluate", {"expression": "1"})
+        connection._dispatch({"id": ids[3], "error": {"message": "Session with given id not found."}})
+        with pytest.raises(DeviceLost):
+            await other
+        assert connection._pending == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_crashed_page_fails_its_commands_and_an_exception_is_a_device_error():
+    async def scenario() -> None:
+        connection, socket = await _connected()
+        page = cdp.PageSession(connection, "S1")
+        thrown = asyncio.ensure_future(page.evaluate("() => { throw new Error('boom'); }"))
+        await asyncio.sleep(0)
+        assert socket.sent[0]["params"]["expression"] == "(() => { throw new Error('boom'); })(null)"
+        connection._dispatch(
+            {
+                "id": socket.sent[0]["id"],
+                "result": {
+                    "result": {"type": "object"},
+                    "exceptionDetails": {
+                        "text": "Uncaught",
+                        "exception": {"description": "Error: boom\n  at x"},
+                    },
+                },
+            }
+        )
+        with pytest.raises(cdp.CDPError, match="Error: boom"):
+            await thrown
+        pending = asyncio.ensure_future(page.send("Page.captureScreenshot"))
+        await asyncio.sleep(0)
+        connection._dispatch({"method": "Inspector.targetCrashed", "params": {}, "sessionId": "S1"})
+        with pytest.raises(DeviceLost, match="crashed"):
+            await pending
+
+    asyncio.run(scenario())
+
+
+# --- in a host's environments -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory):
+    return str(write_pack(tmp_path_factory.mktemp("pack")))
+
+
+@pytest.fixture
+def host():
+    h = EnvHost().start()
+    yield h
+    h.close()
+    cdp.ENABLED = True
+
+
+def _direct(host: EnvHost, env_id: int) -> cdp.PageSession | None:
+    device = host.env(env_id)._device
+    assert device is not None and device._direct is not None and device._direct.done()
+    return device._direct.result()
+
+
+def _episode(host: EnvHost, env_id: int) -> list[tuple[bytes, str]]:
+    [first] = host.reset([ResetRequest(env_id, seed=3)])
+    seen = [(first.observation.image, first.observation.hierarchy)]
+    for action in ACTIONS:
+        [t] = host.step([StepRequest(env_id, action)])
+        assert not t.info.get("aborted"), t.info
+        seen.append((t.observation.image, t.observation.hierarchy))
+    return seen
+
+
+@pytest.mark.browser
+def test_pages_use_the_direct_path_and_observe_what_playwrights_path_observes(host, pack):
+    config = EnvConfig(pack=pack, task_id="buy-item", image="jpeg", screen_cache=False)
+    [direct_env] = host.create([config])
+    direct = _episode(host, direct_env)
+    session = _direct(host, direct_env)
+    assert session is not None and session.connection.closed is None
+    cdp.use_playwright()  # pages attached from now on keep Playwright's path
+    [plain_env] = host.create([config])
+    plain = _episode(host, plain_env)
+    assert _direct(host, plain_env) is None
+    assert len({image for image, _ in direct}) > 2  # the actions changed the screen
+    assert direct == plain
+
+
+@pytest.mark.browser
+def test_a_script_error_is_a_device_error_and_the_page_stays_usable(host, pack):
+    [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
+    host.reset([ResetRequest(env_id, seed=1)])
+    device = host.env(env_id)._device
+    assert device is not None
+    with pytest.raises(DeviceError, match="boom"):
+        device._run(device._page_eval("() => { throw new Error('boom'); }"), "evaluate")
+    assert device._run(device._page_eval("(x) => x.a + 1", {"a": 41}), "evaluate") == 42
+    [t] = host.step([StepRequest(env_id, ACTIONS[0])])
+    assert not t.info.get("aborted")
+
+
+@pytest.mark.browser
+def test_with_the_direct_path_off_a_browser_opens_no_devtools_port(pack):
+    cdp.use_playwright()
+    try:
+        with EnvHost() as host:
+            [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
+            host.reset([ResetRequest(env_id, seed=1)])
+            env = host.env(env_id)
+            browser = host.browser(env.emulation)
+            assert browser is not None
+            assert not any(a.startswith("--remote-debugging-port") for a in browser.pool.args)
+            assert _direct(host, env_id) is None
+    finally:
+        cdp.ENABLED = True
+    with EnvHost() as host:  # and on again: the port is there
+        [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
+        host.reset([ResetRequest(env_id, seed=1)])
+        browser = host.browser(host.env(env_id).emulation)
+        assert browser is not None and "--remote-debugging-port=0" in browser.pool.args
+        assert _direct(host, env_id) is not None
