@@ -6,8 +6,12 @@ The JPEG stream is one frame request after another at 540 px width
 frame (re-encoded as JPEG), else a fresh screenshot. With `--browser` the phone page itself runs
 in headless Chromium: with scrcpy it decodes the H.264 packets in the page (WebCodecs, 720 px),
 else it shows the JPEG stream; its frames per second and its own tap-to-visible (from the page's
-act request until its view changes) are measured there. `scrcpy_decoded_frames_per_s` is the video
-itself: frames a scrcpy client decodes per second at 720x1600 (the phone's 1080x2400 screen). Tap-to-visible is the time from sending a tap
+act request until its view changes) are measured there, its frames per second while the screen
+scrolls. `scrcpy_decoded_frames_per_s_720x1600_*` is the video itself: frames a scrcpy client
+decodes per second at 720x1600 (the phone's 1080x2400 screen), on the still screen (the server
+repeats the last frame every 100 ms, as a phone's encoder does) and while its menu moves every
+frame the phone draws (an animation: every sample differs, so every frame is a new one).
+Tap-to-visible is the time from sending a tap
 (`POST .../act`, through the pool's lease and the interlock) until a frame of that stream shows
 the screen changed (outside the status bar). The act request's parts come from its reply (`ms`:
 the interlock's dumps and decisions, writing the input, waiting for its effect); `dump_ms` is one
@@ -20,6 +24,7 @@ placeholder screen) behind the real adb server: a test rig, not a phone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import statistics
@@ -28,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -82,8 +88,32 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-def scrcpy_video_fps(serial: str, seconds: float) -> float:
-    """Frames per second a scrcpy client decodes from the phone at 720x1600."""
+class Scroller:
+    """Test instrument: the placeholder screen's menu moves on every frame the phone draws (its
+    `screenshot` is wrapped to scroll first), like an animation running at whatever rate the
+    screen is sampled: every sample differs from the last, so every frame sent is a new one."""
+
+    def __init__(self, host: Any, serial: str) -> None:
+        self._screen = host.phone(serial).ui.source()
+        self.frames = 0
+
+    def _animated(self) -> Any:
+        self.frames += 1
+        self._screen.scroll = (self.frames % 40) * 12
+        return type(self._screen).screenshot(self._screen)
+
+    def __enter__(self) -> Scroller:
+        self._screen.screenshot = self._animated
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self._screen.screenshot
+        self._screen.scroll = 0
+
+
+def scrcpy_video_fps(serial: str, seconds: float, host: Any) -> tuple[float, float]:
+    """Frames per second a scrcpy client decodes from the phone at 720x1600: on the still screen
+    (the server repeats its last frame every 100 ms, as a phone's does) and while it scrolls."""
     import adbutils
 
     from devices.scrcpy_client import ClientOptions, ScrcpyClient
@@ -91,9 +121,13 @@ def scrcpy_video_fps(serial: str, seconds: float) -> float:
     with ScrcpyClient(adbutils.adb.device(serial), ClientOptions(max_size=1600, max_fps=60)) as sc:
         first = sc.wait_frame(0, timeout=15)
         assert first is not None, sc.error
-        t0, f0 = time.perf_counter(), sc.frames
-        time.sleep(seconds)
-        return (sc.frames - f0) / (time.perf_counter() - t0)
+        rates = []
+        for moving in (False, True):
+            with Scroller(host, serial) if moving else contextlib.nullcontext():
+                t0, f0 = time.perf_counter(), sc.frames
+                time.sleep(seconds)
+                rates.append((sc.frames - f0) / (time.perf_counter() - t0))
+        return rates[0], rates[1]
 
 
 def main() -> None:
@@ -119,7 +153,9 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
         client.post(base + "/start", json={"package": TICKET})
         screen = f"{base}/screen?width={WIDTH}"
         # the video alone, before the console starts its own session (two servers would share the CPU)
-        video_fps = scrcpy_video_fps(serial, args.seconds) if source == "scrcpy" else None
+        video_fps, video_fps_scrolling = (
+            scrcpy_video_fps(serial, args.seconds, c.host) if source == "scrcpy" else (None, None)
+        )
         if source == "scrcpy":
             # scrcpy confirms input only while the clipboard holds text: with a clip, the console's
             # taps leave over the control socket (else over uiautomator, video still from scrcpy)
@@ -200,10 +236,12 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
                 def sent() -> int:  # frames the phone's scrcpy servers sent (the console's session)
                     return sum(session.frames_sent for session in list(vphone.scrcpy.sessions.values()))
 
-                f0, s0, t0 = page.evaluate("window.rbFrames"), sent(), time.perf_counter()
-                time.sleep(args.seconds)
-                page_fps = (page.evaluate("window.rbFrames") - f0) / (time.perf_counter() - t0)
-                phone_fps = (sent() - s0) / (time.perf_counter() - t0)
+                # while the screen scrolls: a still screen's rate is the server's 10 repeats a second
+                with Scroller(c.host, serial):
+                    f0, s0, t0 = page.evaluate("window.rbFrames"), sent(), time.perf_counter()
+                    time.sleep(args.seconds)
+                    page_fps = (page.evaluate("window.rbFrames") - f0) / (time.perf_counter() - t0)
+                    phone_fps = (sent() - s0) / (time.perf_counter() - t0)
                 page_decoder = page.evaluate("document.getElementById('source').dataset.decoder")
                 for _ in range(args.taps):
                     page.wait_for_timeout(300)
@@ -235,13 +273,16 @@ def measure(args: argparse.Namespace, source: str) -> dict[str, object]:
         "dump_ms_p50": round(1000 * statistics.median(dumps), 1),
         "taps_seen": f"{len(latencies)}/{args.taps}",
         "inputs_over_scrcpy": inputs_over_scrcpy,
-        "page_frames_per_s": None if page_fps is None else round(page_fps, 1),
+        "page_frames_per_s_scrolling": None if page_fps is None else round(page_fps, 1),
         "page_decoder": page_decoder,
-        "phone_sent_frames_per_s_meanwhile": None if phone_fps is None else round(phone_fps, 1),
+        "phone_sent_frames_per_s_scrolling": None if phone_fps is None else round(phone_fps, 1),
         "page_tap_to_visible_ms_p50": round(1000 * pct(page_visible, 0.5)) if page_visible else None,
         "page_tap_to_visible_ms_p95": round(1000 * pct(page_visible, 0.95)) if page_visible else None,
         "page_act_request_ms_p50": round(1000 * pct(page_acts, 0.5)) if page_acts else None,
-        "scrcpy_decoded_frames_per_s_720x1600": None if video_fps is None else round(video_fps, 1),
+        "scrcpy_decoded_frames_per_s_720x1600_still": None if video_fps is None else round(video_fps, 1),
+        "scrcpy_decoded_frames_per_s_720x1600_scrolling": None
+        if video_fps_scrolling is None
+        else round(video_fps_scrolling, 1),
     }
 
 

@@ -51,3 +51,40 @@ def test_the_encoder_emits_a_config_packet_then_decodable_frames() -> None:
     frames = list(decoder.decode(av.Packet(encoder.config + packets[0][0])))
     pixel = frames[0].to_image().getpixel((180, 400))
     assert abs(pixel[0] - 220) < 20 and pixel[1] < 50, pixel
+
+
+def test_the_encoder_sends_a_frame_per_change_and_repeats_a_still_screen_after_100_ms() -> None:
+    av = pytest.importorskip("av")
+    from PIL import Image
+
+    encoder = H264Encoder(360, 800, 2_000_000, 30)
+    decoder = av.CodecContext.create("h264", "r")
+    red = Image.new("RGB", (360, 800), (220, 20, 20))
+    first = encoder.encode_changed(red, 0, 100_000)
+    assert first, "the first frame is sent"
+    decoder.decode(av.Packet(encoder.config + first[0][0]))
+    # the same object, and an equal copy: nothing new on the screen, nothing sent within 100 ms
+    assert encoder.encode_changed(red, 33_000, 100_000) == []
+    assert encoder.encode_changed(red.copy(), 66_000, 100_000) == []
+    repeat = encoder.encode_changed(red, 100_000, 100_000)
+    assert repeat and not repeat[0][1], "a still screen's frame again, as a P-frame"
+    decoder.decode(av.Packet(repeat[0][0]))
+    blue = Image.new("RGB", (720, 1600), (20, 20, 220))  # the phone's size: scaled to the video's
+    changed = encoder.encode_changed(blue, 133_000, 100_000)
+    assert changed, "a change is sent at once, not after the repeat delay"
+    frames = [f for payload, _ in changed for f in decoder.decode(av.Packet(payload))]
+    pixel = frames[-1].to_image().getpixel((180, 400))
+    assert pixel[2] > 180 and pixel[0] < 60, pixel
+
+
+def test_a_static_screen_hands_out_one_image_until_its_state_changes() -> None:
+    from devices.virtual.screen import StaticAppScreen
+
+    screen = StaticAppScreen("com.MobileTicket", 540, 1200, "1")
+    first = screen.screenshot()
+    assert screen.screenshot() is first
+    screen.field_text = "北京"
+    typed = screen.screenshot()
+    assert typed is not first and typed.tobytes() != first.tobytes()
+    screen.field_text = ""
+    assert screen.screenshot().tobytes() == first.tobytes()

@@ -4,7 +4,9 @@ The host pushes its server jar to /data/local/tmp, forwards a local port to
 `localabstract:scrcpy_<scid>` and runs `CLASSPATH=<jar> app_process / com.genymobile.scrcpy.Server
 <version> key=value ...`. The phone checks the jar and the version as the real server does, then
 accepts the video and control sockets in order, sends the dummy byte and the device name, streams
-its own screen as H.264 (PyAV's libx264 stands in for MediaCodec) and applies the control socket's
+its own screen as H.264 (PyAV's libx264 stands in for MediaCodec: a frame when the sampled screen
+changed, the last one again after 100 ms of stillness, as scrcpy configures MediaCodec; the next
+sample is captured while the last one is encoded and sent) and applies the control socket's
 touch, key and text messages as injected input, logged with source `scrcpy`. Closing the launch
 stream stops the server, as killing app_process does. Wire format: devices/scrcpy_protocol.py.
 """
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_FPS = 30.0  # MediaCodec emits on change; the virtual screen is sampled at this rate
+# scrcpy sets MediaCodec's KEY_REPEAT_PREVIOUS_FRAME_AFTER to 100 ms: a frame per change of the
+# screen, and a still screen's last frame again every 100 ms (10 frames/s), not one per sample.
+REPEAT_AFTER_US = 100_000
 ACCEPT_TIMEOUT_S = 10.0  # the real server also gives up when the client never connects
 SOURCE = InputSource.SCRCPY
 # Options the server takes and the virtual phone either uses or may ignore without changing the stream.
@@ -148,27 +153,58 @@ class H264Encoder:
         self._codec: Any = codec
         self.config = bytes(codec.extradata or b"")
         self._frame: Any = None
+        self._image: Image.Image | None = None
         self._raw = b""
+        self._last_pts: int | None = None
 
     def encode(self, image: Image.Image | None, pts_us: int) -> list[tuple[bytes, bool]]:
         """(payload, key frame) packets for `image` (None: the previous frame again). A screen
         equal to the last one is encoded again from the frame already converted (cheap P-frames),
         like MediaCodec's repeat-previous-frame."""
+        if image is not None:
+            self._take(image)
+        return self._encode(pts_us)
+
+    def encode_changed(
+        self, image: Image.Image, pts_us: int, repeat_after_us: int
+    ) -> list[tuple[bytes, bool]]:
+        """As a phone's encoder fed by its display: packets only when the screen changed, or when
+        `repeat_after_us` passed since the last frame (the previous frame again); else none."""
+        changed = self._take(image)
+        if not changed and self._last_pts is not None and pts_us - self._last_pts < repeat_after_us:
+            return []
+        return self._encode(pts_us)
+
+    def _take(self, image: Image.Image) -> bool:
+        """Convert `image` for the encoder; False when it shows what the last one did."""
         import av
+        import numpy as np
         from PIL import Image
 
-        if image is not None:
-            if image.size != (self.width, self.height):
-                # Nearest neighbour: about 20x cheaper than a filtered resize of a 1080x2400 frame,
-                # which alone cost more than a frame interval on this machine.
-                image = image.resize((self.width, self.height), Image.Resampling.NEAREST)
-            raw = image.tobytes()
-            if raw != self._raw or self._frame is None:
-                self._raw = raw
-                self._frame = av.VideoFrame.from_image(image).reformat(format="yuv420p")
+        if image is self._image and self._frame is not None:
+            # The screen hands out the same image object only while nothing on it changed
+            # (devices.virtual.screen): no resize, comparison or conversion.
+            return False
+        self._image = image  # held: the object cannot be reused for another frame meanwhile
+        if image.size != (self.width, self.height):
+            # Nearest neighbour: about 20x cheaper than a filtered resize of a 1080x2400 frame,
+            # which alone cost more than a frame interval on this machine.
+            image = image.resize((self.width, self.height), Image.Resampling.NEAREST)
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        raw = image.tobytes()
+        if raw == self._raw and self._frame is not None:
+            return False
+        self._raw = raw
+        rgb = np.frombuffer(raw, dtype=np.uint8).reshape(self.height, self.width, 3)
+        self._frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+        return True
+
+    def _encode(self, pts_us: int) -> list[tuple[bytes, bool]]:
         if self._frame is None:
             return []
         self._frame.pts = pts_us
+        self._last_pts = pts_us
         return [(bytes(p), bool(p.is_keyframe)) for p in self._codec.encode(self._frame)]
 
 
@@ -184,6 +220,9 @@ class Session:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     frames_sent: int = 0
     controls_applied: int = 0
+    # Set when a control message was applied: the screen is sampled at once, as a phone's display
+    # composes the app's redraw after a touch without waiting for a sampling tick.
+    input_applied: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def expected(self) -> int:
@@ -228,6 +267,7 @@ class Session:
         fps = self.opts.max_fps or DEFAULT_MAX_FPS
         loop = asyncio.get_running_loop()
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrcpy-encode")
+        sending: asyncio.Future[None] | None = None
         try:
             encoder = await loop.run_in_executor(pool, H264Encoder, width, height, self.opts.bit_rate, fps)
             if self.opts.send_codec_meta:
@@ -237,14 +277,39 @@ class Session:
             started = time.monotonic()
             while not sock.closed:
                 tick = time.monotonic()
+                self.input_applied.clear()  # an input applied from now on is sampled next
                 image = await self.phone.ui_call(self.phone.ui.screenshot)
                 pts = int((tick - started) * 1_000_000)
-                for payload, key in await loop.run_in_executor(pool, encoder.encode, image, pts):
-                    await self._send(sock, payload, pts, key_frame=key)
-                    self.frames_sent += 1
-                await asyncio.sleep(max(0.0, 1 / fps - (time.monotonic() - tick)))
+                if sending is not None:
+                    # The previous frame was encoded and sent while this one was captured.
+                    await sending
+                sending = asyncio.ensure_future(self._encode_and_send(sock, pool, encoder, image, pts))
+                left = 1 / fps - (time.monotonic() - tick)
+                if left > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.input_applied.wait(), left)
+            if sending is not None:
+                await sending
         finally:
+            if sending is not None and not sending.done():
+                sending.cancel()
+                with contextlib.suppress(BaseException):
+                    await sending
             pool.shutdown(wait=False)
+
+    async def _encode_and_send(
+        self,
+        sock: AdbStream,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        encoder: H264Encoder,
+        image: Image.Image,
+        pts: int,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        packets = await loop.run_in_executor(pool, encoder.encode_changed, image, pts, REPEAT_AFTER_US)
+        for payload, key in packets:
+            await self._send(sock, payload, pts, key_frame=key)
+            self.frames_sent += 1
 
     async def _send(self, sock: AdbStream, payload: bytes, pts: int, **flags: bool) -> None:
         if self.opts.send_frame_meta:
@@ -279,6 +344,7 @@ class Session:
                 body = await reader.readexactly(proto.FIXED_BODY[ctype])
                 await self._apply(ctype, body)
             self.controls_applied += 1
+            self.input_applied.set()
 
     async def _apply(self, ctype: proto.ControlType, body: bytes) -> None:
         ui = self.phone.ui

@@ -38,7 +38,10 @@ class ScreenSource(Protocol):
     def clear(self) -> None:
         """`pm clear`: drop the app's data."""
 
-    def screenshot(self) -> Image.Image: ...
+    def screenshot(self) -> Image.Image:
+        """The screen now. Never drawn on once returned; the same object again only while the
+        screen is unchanged (scrcpy's capture loop then skips comparing and converting it)."""
+        ...
 
     def hierarchy(self) -> list[ET.Element]:
         """The app window's root node(s), Android-style."""
@@ -72,6 +75,7 @@ class LauncherScreen:
         self.height = height
         self.apps = apps
         self.launch_requests: list[str] = []  # taps on icons; the phone starts the app
+        self._drawn: tuple[tuple[object, ...], Image.Image] | None = None
 
     def _icons(self) -> list[tuple[str, tuple[int, int, int, int]]]:
         cols = 4
@@ -96,6 +100,13 @@ class LauncherScreen:
         pass
 
     def screenshot(self) -> Image.Image:
+        """The same image object while the icons are unchanged (as the static app screen's)."""
+        state = (self.width, self.height, tuple(self.apps))
+        if self._drawn is None or self._drawn[0] != state:
+            self._drawn = (state, self._draw())
+        return self._drawn[1]
+
+    def _draw(self) -> Image.Image:
         img = Image.new("RGB", (self.width, self.height), (40, 70, 110))
         draw = ImageDraw.Draw(img)
         label_font = font(round(self.width * 0.033))
@@ -193,6 +204,7 @@ class StaticAppScreen:
         self.field_focused = False
         self.scroll = 0
         self.running = False
+        self._drawn: tuple[tuple[object, ...], Image.Image] | None = None
 
     def _ids(self, name: str) -> str:
         return f"{self.package}:id/{name}"
@@ -226,7 +238,20 @@ class StaticAppScreen:
         self.stop()
         self.field_text = ""
 
+    def _state(self) -> tuple[object, ...]:
+        """Everything the drawing below reads."""
+        return (self.package, self.width, self.height, self.version, self.page, self.field_text,
+                self.field_focused, self.scroll)  # fmt: skip
+
     def screenshot(self) -> Image.Image:
+        """The frame; the same image object while the screen's state is unchanged (drawing it
+        again costs ~7 ms, and scrcpy's capture loop asks ~30 times a second). Callers draw on a copy."""
+        state = self._state()
+        if self._drawn is None or self._drawn[0] != state:
+            self._drawn = (state, self._draw())
+        return self._drawn[1]
+
+    def _draw(self) -> Image.Image:
         img = Image.new("RGB", (self.width, self.height), BACKGROUND)
         draw = ImageDraw.Draw(img)
         title, field, buttons = self._layout()
