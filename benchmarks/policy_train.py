@@ -5,14 +5,18 @@ browser-free path (clones/dom_plan.py's hierarchy, what training uses) and on th
 (devices/rl RealbenchEnv: Chromium renders, the agent reads the dumped hierarchy and clicks bounds
 centres), on the same tasks and instances.
 
-`learn`: `realbench train`'s function on N tasks of a pack for each seed; prints the greedy clone
-success of the untrained base and of the trained policy per task, the mean gain, and a task-level
-95% bootstrap interval of the gain (tasks resampled; seeds averaged within a task).
+`learn`: `realbench train`'s function on a pack's tasks for each seed (seeds in parallel with
+--jobs, one process each); prints the greedy clone success of the untrained base (the same network
+at update 0) and of the trained policy per task, held-out tasks included, the mean gain over the
+training tasks and its task-level 95% intervals (paired t over tasks, and bootstrap with tasks
+resampled; seeds averaged within a task).
 
 Machine and load are printed with the figures (the machine may be shared: say so with them).
 
     .venv/bin/python benchmarks/policy_train.py speed --pack bank --episodes 20
     .venv/bin/python benchmarks/policy_train.py learn --pack bank --tasks 6 --seeds 0,1,2 --updates 20
+    .venv/bin/python benchmarks/policy_train.py learn --pack train_ticketing --task-ids A,B,... \\
+        --heldout C,D --seeds 0,1,2 --jobs 2 --updates 12 --group 4 --batch-tasks 10 --temperature 0.5
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from machine_info import machine_facts, machine_line  # noqa: E402
 
 import clones.registry  # noqa: E402,F401
 from devices.rl.config import resolve_pack  # noqa: E402
-from devices.rl.policy_train import Roller, TrainConfig, train, trainable  # noqa: E402
+from devices.rl.policy_train import Roller, TrainConfig, train, train_command, trainable  # noqa: E402
 from realbench.agents.policy_net import PolicyShape, init_params  # noqa: E402
 from realbench.taskpack import load_pack  # noqa: E402
 
@@ -94,55 +98,108 @@ def speed(pack_name: str, episodes: int, tasks_n: int) -> dict[str, Any]:
     }
 
 
-def learn(pack_name: str, tasks_n: int, seeds: list[int], updates: int, group: int) -> dict[str, Any]:
-    pack = load_pack(resolve_pack(pack_name))
-    tasks = [t.id for t in pack.tasks if trainable(t)][:tasks_n]
-    base: dict[str, list[float]] = {t: [] for t in tasks}
-    trained: dict[str, list[float]] = {t: [] for t in tasks}
-    curves = []
-    seconds = 0.0
-    with tempfile.TemporaryDirectory() as tmp:
-        for seed in seeds:
-            cfg = TrainConfig(
-                pack=pack_name,
-                tasks=tasks,
-                updates=updates,
-                group=group,
-                batch_tasks=len(tasks),
-                seed=seed,
-                eval_every=max(1, updates // 4),
-            )
-            outcome = train(cfg, Path(tmp) / f"seed{seed}", progress=False)
-            seconds += outcome.seconds
-            start = Roller(pack, cfg)
-            from devices.rl.policy_train import evaluate
-
-            before = evaluate(
-                start,
-                init_params(cfg.shape, np.random.default_rng(seed)),
-                [t for t in pack.tasks if t.id in tasks],
-            )
-            for t in tasks:
-                base[t].append(before[t])
-                trained[t].append(outcome.per_task[t])
-            curves.append({"seed": seed, "points": [p.model_dump() for p in outcome.curve]})
-    gains = np.array([np.mean(trained[t]) - np.mean(base[t]) for t in tasks])
-    rng = np.random.default_rng(0)
-    boots = [gains[rng.integers(len(gains), size=len(gains))].mean() for _ in range(2000)]
+def _train_seed(cfg: TrainConfig, folder: str) -> dict[str, Any]:
+    """One seed's training (a worker process's job): greedy success per task before and after."""
+    outcome = train(cfg, Path(folder), progress=False)
     return {
-        "pack": pack_name,
+        "seed": cfg.seed,
+        "base": outcome.per_task_start,
+        "trained": outcome.per_task,
+        "seconds": outcome.seconds,
+        "episodes": outcome.episodes,
+        "sampled": outcome.sampled,
+        "points": [p.model_dump() for p in outcome.curve],
+    }
+
+
+def task_level_interval(gains: np.ndarray) -> dict[str, list[float]]:
+    """95% intervals of the mean gain with tasks as the unit: paired t, and bootstrap over tasks."""
+    from scipy import stats
+
+    n = len(gains)
+    sem = float(gains.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    half = float(stats.t.ppf(0.975, n - 1)) * sem if n > 1 else float("nan")
+    rng = np.random.default_rng(0)
+    boots = [gains[rng.integers(n, size=n)].mean() for _ in range(5000)]
+    return {
+        "paired_t": [float(gains.mean() - half), float(gains.mean() + half)],
+        "bootstrap": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
+    }
+
+
+def learn(
+    pack_name: str,
+    tasks: list[str],
+    heldout: list[str],
+    seeds: list[int],
+    options: dict[str, Any],
+    jobs: int,
+    save: Path | None = None,
+) -> dict[str, Any]:
+    """Train one policy per seed (up to `jobs` seeds at once, each in its own process) and compare
+    each task's greedy success before (the same network at update 0) and after. With `save`, the
+    summary over the seeds finished so far is rewritten as each seed finishes."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    pack = load_pack(resolve_pack(pack_name))
+    configs = [
+        TrainConfig(pack=pack_name, tasks=tasks, heldout=heldout, seed=seed, **options) for seed in seeds
+    ]
+    t0 = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    result: dict[str, Any] = {}
+    # spawn, not fork: each worker starts torch afresh, single-threaded (devices/rl/policy_train.py)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=get_context("spawn")) as pool,
+    ):
+        futures = [pool.submit(_train_seed, cfg, f"{tmp}/seed{cfg.seed}") for cfg in configs]
+        for future in as_completed(futures):
+            runs.append(future.result())
+            runs.sort(key=lambda r: int(r["seed"]))
+            result = _summary(pack.clone, tasks, heldout, runs, options, configs[0])
+            result["seeds_asked"] = seeds
+            result["wall_seconds"] = round(time.perf_counter() - t0, 1)
+            if save is not None:
+                save.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return result
+
+
+def _summary(
+    pack: str,
+    tasks: list[str],
+    heldout: list[str],
+    runs: list[dict[str, Any]],
+    options: dict[str, Any],
+    cfg: TrainConfig,
+) -> dict[str, Any]:
+    every = tasks + heldout
+    base = {t: float(np.mean([r["base"][t] for r in runs])) for t in every}
+    trained = {t: float(np.mean([r["trained"][t] for r in runs])) for t in every}
+    gains = np.array([trained[t] - base[t] for t in tasks])
+    out: dict[str, Any] = {
+        "pack": pack,
         "tasks": tasks,
-        "seeds": seeds,
-        "updates": updates,
-        "group": group,
-        "base": {t: float(np.mean(base[t])) for t in tasks},
-        "trained": {t: float(np.mean(trained[t])) for t in tasks},
+        "heldout": heldout,
+        "seeds": [r["seed"] for r in runs],
+        "options": options,
+        "command": train_command(cfg, Path("DIR")),
+        "base": base,
+        "trained": trained,
+        "per_seed": [{"seed": r["seed"], "base": r["base"], "trained": r["trained"]} for r in runs],
+        # sampled training rollouts that succeeded, over all seeds: [successful, all]
+        "sampled": {t: [sum(r["sampled"][t][i] for r in runs) for i in (0, 1)] for t in tasks},
         "gain": float(gains.mean()),
-        "gain_ci95": [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))],
-        "train_seconds": round(seconds, 1),
-        "curves": curves,
+        "gain_ci95": task_level_interval(gains),
+        "train_seconds": round(sum(r["seconds"] for r in runs), 1),
+        "episodes": sum(r["episodes"] for r in runs),
+        "curves": [{"seed": r["seed"], "points": r["points"]} for r in runs],
         "machine": machine_facts(),
     }
+    if heldout:
+        out["heldout_gain"] = float(np.mean([trained[t] - base[t] for t in heldout]))
+    return out
 
 
 def main() -> None:
@@ -156,14 +213,45 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--group", type=int, default=8)
+    parser.add_argument(
+        "--task-ids", default="", help="comma-separated training tasks (instead of --tasks N)"
+    )
+    parser.add_argument("--heldout", default="", help="comma-separated held-out tasks")
+    parser.add_argument("--batch-tasks", type=int, default=0, help="task instances per update (0: all)")
+    parser.add_argument("--lr", type=float, default=0.02)
+    parser.add_argument("--entropy", type=float, default=0.01)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max-steps", type=int, default=10)
+    parser.add_argument("--eval-seeds", default="0,1")
+    parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once (one process each)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", default="", help="also write the JSON result to this file")
     args = parser.parse_args()
     if args.what == "speed":
         result = speed(args.pack, args.episodes, args.tasks)
     else:
+        pack = load_pack(resolve_pack(args.pack))
+        ids = [t for t in args.task_ids.split(",") if t] or [t.id for t in pack.tasks if trainable(t)][
+            : args.tasks
+        ]
+        options = {
+            "updates": args.updates,
+            "group": args.group,
+            "batch_tasks": args.batch_tasks or len(ids),
+            "lr": args.lr,
+            "entropy": args.entropy,
+            "temperature": args.temperature,
+            "max_steps": args.max_steps,
+            "eval_every": max(1, args.updates),
+            "eval_seeds": [int(s) for s in args.eval_seeds.split(",")],
+        }
+        heldout = [t for t in args.heldout.split(",") if t]
+        seeds = [int(s) for s in args.seeds.split(",")]
         result = learn(
-            args.pack, args.tasks, [int(s) for s in args.seeds.split(",")], args.updates, args.group
+            args.pack, ids, heldout, seeds, options, args.jobs, Path(args.save) if args.save else None
         )
+    if args.save and args.what == "speed":
+        Path(args.save).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return
@@ -175,12 +263,23 @@ def main() -> None:
                 f"{path:12s} {r['episodes_per_min']:8.1f} episodes/min ({r['steps']} steps, {args.episodes} episodes)"
             )
     else:
-        for t in result["tasks"]:
-            print(f"{t:40s} base {result['base'][t]:.2f} trained {result['trained'][t]:.2f}")
-        lo, hi = result["gain_ci95"]
+        print(result["command"])
+        for t in result["tasks"] + result["heldout"]:
+            mark = " (held out)" if t in result["heldout"] else ""
+            won = result["sampled"].get(t)
+            rollouts = f"  training rollouts won {won[0]}/{won[1]}" if won else ""
+            print(f"{t:40s} base {result['base'][t]:.2f} trained {result['trained'][t]:.2f}{mark}{rollouts}")
+        (tlo, thi), (blo, bhi) = result["gain_ci95"]["paired_t"], result["gain_ci95"]["bootstrap"]
         print(
-            f"mean gain {result['gain']:+.3f} (task-level 95% bootstrap interval {lo:+.3f} .. {hi:+.3f}); "
-            f"{result['train_seconds']} s of training"
+            f"mean gain on {len(result['tasks'])} training tasks, {len(result['seeds'])} seeds: "
+            f"{result['gain']:+.3f} (task-level 95% interval: paired t {tlo:+.3f} .. {thi:+.3f}, "
+            f"bootstrap {blo:+.3f} .. {bhi:+.3f})"
+        )
+        if "heldout_gain" in result:
+            print(f"mean gain on {len(result['heldout'])} held-out tasks: {result['heldout_gain']:+.3f}")
+        print(
+            f"{result['episodes']} training episodes, {result['train_seconds']} s of training "
+            f"(summed over seeds), {result['wall_seconds']} s wall"
         )
 
 

@@ -584,6 +584,19 @@ def train_cmd(
     eval_every: Annotated[
         int, typer.Option("--eval-every", min=1, help="Greedy evaluation every N updates")
     ] = 5,
+    epochs: Annotated[
+        int, typer.Option("--epochs", min=1, help="Optimiser passes over each update's rollouts")
+    ] = 4,
+    entropy: Annotated[float, typer.Option("--entropy", min=0.0, help="Entropy bonus weight")] = 0.01,
+    temperature: Annotated[
+        float,
+        typer.Option(
+            "--temperature", min=0.01, help="Sampling temperature of the rollouts (below 1: nearer greedy)"
+        ),
+    ] = 1.0,
+    eval_seeds: Annotated[
+        str, typer.Option("--eval-seeds", help="Comma-separated instance seeds of the greedy evaluations")
+    ] = "0,1",
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Train a small element policy by RL on the clone, browser-free (needs the train extra: torch)."""
@@ -604,6 +617,10 @@ def train_cmd(
         lr=lr,
         max_steps=max_steps,
         eval_every=eval_every,
+        epochs=epochs,
+        entropy=entropy,
+        temperature=temperature,
+        eval_seeds=[int(s) for s in ids(eval_seeds)],
     )
     result = train(config, out, progress=progress)
     first, last = result.curve[0], result.curve[-1]

@@ -1,6 +1,5 @@
-"""The committed untrained element-policy checkpoint is reproducible: rerunning the exact
-`realbench train` command it records (only its output folder changed) gives the same weights, byte
-for byte."""
+"""The committed element-policy checkpoints are reproducible: rerunning the exact `realbench train`
+command each records (only its output folder changed) gives the same weights, byte for byte."""
 
 from __future__ import annotations
 
@@ -31,11 +30,11 @@ def _rerun(command: str, out: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
-# Only the untrained base is checked: two runs of a trained checkpoint's command agree through
-# update 5 and then drift apart (float-level differences in the update compound), so trained
-# weights are not bit-reproducible yet (checkpoints/README.md). A test that could only be expected
-# to fail would prove nothing and cost two minutes of CI.
-@pytest.mark.parametrize("name", ["base"])
+# Training is bit-reproducible (devices/rl/policy_train.py: one seeded generator, torch on one thread
+# with deterministic kernels), so the trained checkpoints are checked as well as the untrained base.
+# Each trained one is 288 browser-free episodes: about a CPU-minute and a half.
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", ["base", "trained", "trained-rand"])
 def test_checkpoint_reproduces_from_its_command(name: str, tmp_path: Path) -> None:
     _, card = load_checkpoint(CHECKPOINTS / name)
     _rerun(card.command, tmp_path / name)

@@ -1,7 +1,8 @@
 """The element policy learns: trained from scratch with a fixed seed on the browser-free clone, its
 clone success (actions sampled from the policy, seeded) rises over the untrained network's by a
-margin, on instances drawn afresh; greedy success does not fall; and an interrupted training resumes
-from its last checkpoint.
+margin, on instances drawn afresh; greedy success does not fall; an interrupted training resumes
+from its last checkpoint; and the same command run twice, in processes with different string-hash
+seeds, writes the same weights bit for bit (as an interrupted and resumed run does).
 
 The untrained network's heuristic start (`realbench.agents.policy_net.PRIOR_OVERLAP`) already finds
 the toy task greedily: what training adds here is a sharper policy, seen in sampled success. (Greedy
@@ -10,6 +11,10 @@ see docs/benchmarks.md.)"""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +24,7 @@ import pytest
 pytest.importorskip("torch")
 
 from devices.rl.policy_train import Roller, TrainConfig, train  # noqa: E402
-from realbench.agents.policy_net import init_params, load_checkpoint  # noqa: E402
+from realbench.agents.policy_net import PolicyShape, init_params, load_checkpoint, weights_hash  # noqa: E402
 from realbench.taskpack import load_pack  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -68,3 +73,36 @@ def test_training_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
     assert resumed.card.weights_sha256 == straight.card.weights_sha256
     with pytest.raises(Exception, match="different training configuration"):
         train(TrainConfig(updates=4, **{**CONFIG, "seed": 9}), out, progress=False)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+# two short tasks of the ticketing clone, a sharpened sampling temperature so that some groups differ
+SHORT = [
+    "--pack", "train_ticketing", "--tasks", "cancel-unpaid-order,change-destination", "--envs", "4",
+    "--batch-tasks", "2", "--seed", "5", "--temperature", "0.5", "--eval-every", "3", "--no-progress",
+]  # fmt: skip
+
+
+def _train_in_process(out: Path, updates: int, hash_seed: str) -> None:
+    # a fresh interpreter each time: a different PYTHONHASHSEED reorders every set of strings, and
+    # torch's thread pool starts anew, so nothing carries over from this process
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    args = [sys.executable, "-m", "realbench", "train", *SHORT, "--updates", str(updates), "--out", str(out)]
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _sha(folder: Path) -> str:
+    return str(json.loads((folder / "policy.json").read_text(encoding="utf-8"))["weights_sha256"])
+
+
+@pytest.mark.timeout(1200)  # three short trainings, each in a fresh interpreter
+def test_training_is_bit_reproducible_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
+    # one run straight through, one stopped at update 2 and resumed, each process with its own
+    # string-hash seed: equal weights show both the reproducibility and the resume
+    _train_in_process(tmp_path / "a", 3, "1")
+    _train_in_process(tmp_path / "c", 2, "3")
+    _train_in_process(tmp_path / "c", 3, "4")  # resumes from c's update 2
+    # the check means something only if the updates moved the weights away from the start
+    assert _sha(tmp_path / "a") != weights_hash(init_params(PolicyShape(), np.random.default_rng(5)))
+    assert _sha(tmp_path / "a") == _sha(tmp_path / "c")

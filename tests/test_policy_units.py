@@ -18,6 +18,7 @@ from realbench.agents.policy_net import (
     init_params,
     load_checkpoint,
     logits,
+    probabilities,
     save_checkpoint,
 )
 from realbench.errors import ConfigError
@@ -172,6 +173,28 @@ def test_numpy_and_torch_forward_agree(toy_task) -> None:
     back = model.numpy_params()
     for name in params:
         np.testing.assert_array_equal(back[name], params[name])
+    # at a sampling temperature both scale the logits alike; the greedy choice does not move
+    with torch.no_grad():
+        cold, _ = model.log_probs(steps, 0.5)
+    for i, step in enumerate(steps):
+        p = probabilities(params, step, 0.5)
+        np.testing.assert_allclose(cold[i][mask[i]].exp().numpy(), p, rtol=1e-4, atol=1e-6)
+        assert int(np.argmax(p)) == int(np.argmax(probabilities(params, step)))
+        assert p.max() >= probabilities(params, step).max() - 1e-7
+
+
+def test_train_command_spells_out_non_default_options() -> None:
+    pytest.importorskip("torch")
+    from devices.rl.policy_train import TrainConfig, train_command
+
+    plain = train_command(TrainConfig(pack="toy", tasks=["buy-item"]), Path("out"))
+    assert "--temperature" not in plain and "--eval-seeds" not in plain  # older cards' commands stay exact
+    cfg = TrainConfig(
+        pack="toy", tasks=["buy-item"], temperature=0.5, entropy=0.02, epochs=2, eval_seeds=[0, 1, 2]
+    )
+    command = train_command(cfg, Path("out"))
+    for part in ("--temperature 0.5", "--entropy 0.02", "--epochs 2", "--eval-seeds 0,1,2"):
+        assert part in command
 
 
 def test_browser_free_episode_runs_the_plan_and_gets_the_verdict(toy_task) -> None:

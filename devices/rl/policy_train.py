@@ -23,7 +23,8 @@ import logging
 import math
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "train_state.pt"
 CURVE_JSON = "curve.json"
 CURVE_PNG = "curve.png"
-EVAL_SEEDS = (0, 1)  # instance seeds of the greedy evaluations
+EVAL_SEEDS = (0, 1)  # instance seeds of the greedy evaluations (the default of --eval-seeds)
 
 
 class TrainConfig(BaseModel):
@@ -75,6 +76,10 @@ class TrainConfig(BaseModel):
     epochs: int = Field(default=4, ge=1, description="optimiser passes over each update's rollouts")
     clip: float = Field(default=0.2, gt=0, description="the PPO/GRPO ratio clip")
     entropy: float = Field(default=0.01, ge=0)
+    temperature: float = Field(
+        default=1.0, gt=0, description="sampling temperature of the rollouts (the trained distribution)"
+    )
+    eval_seeds: list[int] = Field(default_factory=lambda: list(EVAL_SEEDS))
     max_steps: int = Field(default=10, ge=1, description="cap on each episode's step budget")
     eval_every: int = Field(default=5, ge=1)
     shape: PolicyShape = Field(default_factory=PolicyShape)
@@ -97,7 +102,11 @@ class TrainOutcome(BaseModel):
     curve: list[CurvePoint]
     episodes: int
     seconds: float
-    per_task: dict[str, float] = Field(default_factory=dict)
+    per_task: dict[str, float] = Field(default_factory=dict)  # greedy, at the end (train + held-out)
+    per_task_start: dict[str, float] = Field(default_factory=dict)  # the same at update 0
+    # task -> [successful, all] sampled training rollouts: a task none of whose rollouts ever
+    # succeeded gave the update no success to reinforce
+    sampled: dict[str, list[int]] = Field(default_factory=dict)
 
 
 # --- the torch twin of realbench.agents.policy_net ---------------------------------------------
@@ -124,8 +133,9 @@ class TorchPolicy(nn.Module):
             mode="mean",
         )
 
-    def log_probs(self, steps: Sequence[Step]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities of every candidate, padded: (steps, max candidates), and the mask."""
+    def log_probs(self, steps: Sequence[Step], temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of every candidate at `temperature`, padded: (steps, max candidates),
+        and the mask."""
         dim = self.emb.shape[1]
         n_cands = [len(s.candidates) for s in steps]
         n_query = [len(s.query) for s in steps]
@@ -159,7 +169,7 @@ class TorchPolicy(nn.Module):
         col = torch.cat([torch.arange(n) for n in n_cands])
         mask[step_of, col] = True
         padded = z.new_full((len(steps), cmax), float("-inf"))
-        padded[step_of, col] = z
+        padded[step_of, col] = z / temperature
         return torch.log_softmax(padded, dim=1), mask
 
 
@@ -228,7 +238,7 @@ class Roller:
         old_logp: list[float] = []
         while not episode.done and episode.steps < budget:
             step = build_step(instance.instruction, episode.views(), memory, self.cfg.shape.buckets, budget)
-            p = probabilities(params, step)
+            p = probabilities(params, step, self.cfg.temperature)
             index = int(rng.choice(len(p), p=p)) if rng is not None else int(np.argmax(p))
             cand = step.candidates[index]
             steps.append(step)
@@ -248,12 +258,15 @@ class Roller:
 
 
 def evaluate(
-    roller: Roller, params: dict[str, np.ndarray], tasks: list[Task], seeds: Sequence[int] = EVAL_SEEDS
+    roller: Roller, params: dict[str, np.ndarray], tasks: list[Task], seeds: Sequence[int] | None = None
 ) -> dict[str, float]:
     """Greedy success rate per task over the instances `seeds` (no drift)."""
     out: dict[str, float] = {}
     for task in tasks:
-        wins = [roller.play(params, task, s, None).result.verdict.success for s in seeds]
+        wins = [
+            roller.play(params, task, s, None).result.verdict.success
+            for s in (roller.cfg.eval_seeds if seeds is None else seeds)
+        ]
         out[task.id] = float(np.mean(wins))
     return out
 
@@ -273,8 +286,36 @@ def _mean(values: dict[str, float]) -> float | None:
     return float(np.mean(list(values.values()))) if values else None
 
 
+@contextmanager
+def deterministic_torch(seed: int) -> Iterator[None]:
+    """Torch seeded, on one thread, with deterministic kernels, for the duration of a training.
+
+    Why one thread: a float sum split over threads adds in an order that depends on the thread count
+    (and BLAS libraries may pick it by load), and with Adam such last-bit differences compound into
+    different weights after a few updates. A training's tensors are small, so one thread costs little."""
+    threads = torch.get_num_threads()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(was_deterministic)
+
+
 def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: bool = True) -> TrainOutcome:
-    """Train (or resume) into `out`; the final checkpoint is written to `out` itself."""
+    """Train (or resume) into `out`; the final checkpoint is written to `out` itself.
+
+    The same configuration gives the same weights, bit for bit, on the same machine type: every
+    draw comes from one generator seeded by `cfg.seed` (saved and restored on resume), torch runs
+    single-threaded with deterministic kernels, and tasks keep the order they are listed in."""
+    with deterministic_torch(cfg.seed):
+        return _train(cfg, out, command=command, progress=progress)
+
+
+def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) -> TrainOutcome:
     pack = load_pack(resolve_pack(cfg.pack))
     tasks = pick_tasks(pack, cfg.tasks) if cfg.tasks else [t for t in pack.tasks if trainable(t)][:8]
     heldout = pick_tasks(pack, cfg.heldout)
@@ -286,11 +327,11 @@ def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: 
     del drifts
     roller = Roller(pack, cfg)
     out.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
     model = TorchPolicy(init_params(cfg.shape, np.random.default_rng(cfg.seed)))
     optim = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     curve: list[CurvePoint] = []
+    sampled: dict[str, list[int]] = {}
     start = 0
     episodes = 0
     elapsed = 0.0
@@ -307,15 +348,20 @@ def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: 
         rng.bit_generator.state = saved["rng"]
         curve = [CurvePoint.model_validate(p) for p in saved["curve"]]
         start, episodes, elapsed = saved["update"], saved["episodes"], saved["seconds"]
+        sampled = saved.get("sampled", sampled)
         log.info("resuming %s at update %d", out, start)
     command = command or train_command(cfg, out)
 
+    evaluated: dict[int, dict[str, float]] = {}  # update -> greedy success per task (train + held-out)
+
     def point(update: int, **fields: Any) -> CurvePoint:
         params = model.numpy_params()
+        on_train, on_heldout = evaluate(roller, params, tasks), evaluate(roller, params, heldout)
+        evaluated[update] = {**on_train, **on_heldout}
         return CurvePoint(
             update=update,
-            train_success=_mean(evaluate(roller, params, tasks)),
-            heldout_success=_mean(evaluate(roller, params, heldout)),
+            train_success=_mean(on_train),
+            heldout_success=_mean(on_heldout),
             episodes=episodes,
             seconds=round(elapsed, 2),
             **fields,
@@ -350,6 +396,10 @@ def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: 
             advantages += list(group_advantages(rewards))
             rollouts += group
         episodes += len(rollouts)
+        for r in rollouts:
+            tally = sampled.setdefault(r.task_id, [0, 0])
+            tally[0] += int(r.result.verdict.success)
+            tally[1] += 1
         live = [(r, a) for r, a in zip(rollouts, advantages, strict=True) if a != 0.0 and r.steps]
         if live:
             steps = [s for r, _ in live for s in r.steps]
@@ -357,7 +407,7 @@ def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: 
             adv = torch.tensor([a for r, a in live for _ in r.steps], dtype=torch.float32)
             old = torch.tensor([x for r, _ in live for x in r.old_logp], dtype=torch.float32)
             for _ in range(cfg.epochs):
-                logp, mask = model.log_probs(steps)
+                logp, mask = model.log_probs(steps, cfg.temperature)
                 picked = logp[torch.arange(len(steps)), chosen]
                 ratio = torch.exp(picked - old)
                 surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv)
@@ -394,6 +444,7 @@ def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: 
                 "update": done,
                 "episodes": episodes,
                 "seconds": elapsed,
+                "sampled": sampled,
             },
             state_file,
         )
@@ -416,9 +467,18 @@ def train(cfg: TrainConfig, out: Path, *, command: str | None = None, progress: 
     )
     card = save_checkpoint(out, params, card)
     write_curve(out, cfg, curve)
-    per_task = evaluate(roller, params, tasks + heldout)
+    # the last curve point's evaluation is the final one when this call made it (not on a resume
+    # that had nothing left to do)
+    per_task = evaluated.get(cfg.updates) or evaluate(roller, params, tasks + heldout)
     return TrainOutcome(
-        out=str(out), card=card, curve=curve, episodes=episodes, seconds=elapsed, per_task=per_task
+        out=str(out),
+        card=card,
+        curve=curve,
+        episodes=episodes,
+        seconds=elapsed,
+        per_task=per_task,
+        per_task_start=evaluated.get(0, {}),
+        sampled={t.id: sampled.get(t.id, [0, 0]) for t in tasks},
     )
 
 
@@ -430,6 +490,13 @@ def train_command(cfg: TrainConfig, out: Path) -> str:
     args += ["--updates", str(cfg.updates), "--envs", str(cfg.group), "--batch-tasks", str(cfg.batch_tasks)]
     args += ["--seed", str(cfg.seed), "--lr", repr(cfg.lr), "--max-steps", str(cfg.max_steps)]
     args += ["--eval-every", str(cfg.eval_every)]
+    # options left at their defaults are not spelled out, so older cards' commands stay exact
+    defaults = TrainConfig(pack=cfg.pack)
+    for option, name in (("--epochs", "epochs"), ("--entropy", "entropy"), ("--temperature", "temperature")):
+        if getattr(cfg, name) != getattr(defaults, name):
+            args += [option, repr(getattr(cfg, name))]
+    if cfg.eval_seeds != defaults.eval_seeds:
+        args += ["--eval-seeds", ",".join(str(s) for s in cfg.eval_seeds)]
     if cfg.drift_randomise:
         args += ["--drift-randomise", ",".join(cfg.drift_randomise)]
     return shlex.join([*args, "--out", str(out)])

@@ -120,8 +120,9 @@ def logits(params: dict[str, np.ndarray], step: Step) -> np.ndarray:
     return (h @ params["w2"] + params["b2"][0] + x[:, -len(params["u"]) :] @ params["u"]).astype(np.float32)
 
 
-def probabilities(params: dict[str, np.ndarray], step: Step) -> np.ndarray:
-    z = logits(params, step)
+def probabilities(params: dict[str, np.ndarray], step: Step, temperature: float = 1.0) -> np.ndarray:
+    """The softmax over the candidates at `temperature` (the argmax does not depend on it)."""
+    z = logits(params, step) / temperature
     z = z - z.max()
     p = np.exp(z)
     return p / p.sum()
