@@ -59,7 +59,7 @@ $(BASE_STAMP): pyproject.toml constraints.txt
 	@touch $(BASE_STAMP)
 
 demo: system $(BASE_STAMP)
-	$(VENV)/bin/realbench demo --out $(DEMO_OUT)
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/realbench demo --out $(DEMO_OUT)
 
 lint: venv
 	$(VENV)/bin/ruff check .
@@ -69,8 +69,13 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# uv installs no bytecode, and where PYTHONDONTWRITEBYTECODE is set none is ever written, so every
+# process of the suite (each `python -m realbench`, Ray's node and worker processes, spawned rollout
+# workers) compiled torch, Ray, pydantic and realbench from source again: `import torch` 6.2 against
+# 2.7 CPU-s, and a Ray test's node timed out starting on a loaded host. The suite's processes write
+# the bytecode once, and the later ones load it (__pycache__ is git-ignored).
 pytest: setup
-	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: setup lint typecheck pytest
 
