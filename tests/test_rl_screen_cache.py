@@ -287,6 +287,49 @@ def test_the_page_calls_a_focused_or_scrolled_screen_not_still(host, pack):
 
 
 @pytest.mark.browser
+def test_a_tap_focuses_text_fields_only(host, pack):
+    """As on Android (touch mode): the browser's compatibility mousedown would focus a tapped button
+    or checkbox, and after a tap that swapped the screen, whatever the next screen has under the
+    finger, so the hierarchy's focused flag depended on timing."""
+    from realbench.actions import Click
+
+    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    try:
+        env.reset(seed=1)
+        device = host.env(env.env_id)._device
+        device.show(
+            {
+                "version": 99,
+                "route": "home",
+                "html": '<button id="b" style="display:block;width:300px;height:80px">按钮</button>'
+                '<input type="checkbox" id="c" style="display:block;width:60px;height:60px">'
+                '<input id="q" style="display:block;width:300px;height:60px">',
+            }
+        )
+        width, height = device.emulation.width, device.emulation.height
+
+        def tap_and_focus(element: str) -> str:
+            box = device._run(
+                device._page_eval(
+                    "(id) => { const r = document.getElementById(id).getBoundingClientRect();"
+                    " return [r.left + r.width / 2, r.top + r.height / 2]; }",
+                    element,
+                ),
+                "box",
+            )
+            device.act(Click(x=round(box[0] * 1000 / width), y=round(box[1] * 1000 / height)))
+            return device._run(device._page_eval("() => document.activeElement.id || ''"), "focus")
+
+        assert tap_and_focus("b") == ""
+        assert tap_and_focus("c") == ""
+        assert tap_and_focus("q") == "q"
+        assert 'focused="true"' in device.hierarchy()
+        assert tap_and_focus("b") == "q"  # a tap elsewhere leaves the field's focus as it was
+    finally:
+        env.close()
+
+
+@pytest.mark.browser
 def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(host, pack):
     n = 6
     ids = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg") for _ in range(n)])

@@ -394,6 +394,17 @@
   document.addEventListener("touchstart", noop, { passive: false });
   document.addEventListener("touchend", noop, { passive: false });
 
+  // On Android a touch focuses text fields only (touch mode). The browser's compatibility mousedown
+  // after a touch focuses whatever lies under the finger by then, and when the tap's own event had
+  // already swapped the screen in, that is a button of the next screen: the hierarchy's focused
+  // flag (and whether the screen counts as still) then depended on timing.
+  var NOT_TEXT = /^(checkbox|radio|button|submit|reset|image|range|color|file)$/;
+  document.addEventListener("mousedown", function (e) {
+    var el = e.target.nodeType === 1 ? e.target : e.target.parentElement;
+    var field = el && el.closest ? el.closest("input, textarea, select, [contenteditable]") : null;
+    if (!field || (field.tagName === "INPUT" && NOT_TEXT.test(field.type))) e.preventDefault();
+  }, true);
+
   document.addEventListener("contextmenu", function (e) { e.preventDefault(); });
   document.addEventListener("submit", function (e) { e.preventDefault(); }, true);
   document.addEventListener("click", function (e) {
