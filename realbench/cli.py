@@ -597,6 +597,15 @@ def train_cmd(
     eval_seeds: Annotated[
         str, typer.Option("--eval-seeds", help="Comma-separated instance seeds of the greedy evaluations")
     ] = "0,1",
+    prefix_starts: Annotated[
+        float,
+        typer.Option(
+            "--prefix-starts",
+            min=0.0,
+            max=1.0,
+            help="Share of groups that start after a random prefix of the golden plan (reverse curriculum)",
+        ),
+    ] = 0.0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Train a small element policy by RL on the clone, browser-free (needs the train extra: torch)."""
@@ -621,6 +630,7 @@ def train_cmd(
         entropy=entropy,
         temperature=temperature,
         eval_seeds=[int(s) for s in ids(eval_seeds)],
+        prefix_starts=prefix_starts,
     )
     result = train(config, out, progress=progress)
     first, last = result.curve[0], result.curve[-1]

@@ -41,6 +41,7 @@ from clones.dom_plan import initial_state, instantiate
 from clones.drift import Drift, drift_profile
 from devices.rl.config import resolve_pack
 from devices.rl.policy_env import FreeEpisode, FreeResult
+from devices.rl.policy_prefix import prefix_limit, replay_prefix
 from realbench.agents.policy_features import Kind, Memory, Step, build_step
 from realbench.agents.policy_net import (
     PARAM_NAMES,
@@ -82,6 +83,12 @@ class TrainConfig(BaseModel):
     eval_seeds: list[int] = Field(default_factory=lambda: list(EVAL_SEEDS))
     max_steps: int = Field(default=10, ge=1, description="cap on each episode's step budget")
     eval_every: int = Field(default=5, ge=1)
+    prefix_starts: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="share of groups started after a random prefix of the golden plan (a reverse curriculum)",
+    )
     shape: PolicyShape = Field(default_factory=PolicyShape)
     name: str = "element"
 
@@ -227,11 +234,15 @@ class Roller:
         seed: int,
         rng: np.random.Generator | None,
         drift: Drift | None = None,
+        prefix: int = 0,
     ) -> Rollout:
-        """One episode; `rng` None plays greedily."""
+        """One episode; `rng` None plays greedily. `prefix` golden steps are replayed first (not
+        trained on; see devices.rl.policy_prefix)."""
         instance, state = self.start(task, seed, drift)
         episode = FreeEpisode(self.clone, instance, state, drift)
         memory = Memory()
+        if prefix:
+            replay_prefix(episode, memory, instance, prefix)
         budget = min(task.max_steps, self.cfg.max_steps)
         steps: list[Step] = []
         chosen: list[int] = []
@@ -385,13 +396,17 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
         advantages: list[float] = []
         for task in batch:
             seed = int(rng.integers(2**31))
+            prefix = 0
+            # drawn only when asked for, so that older configurations draw the same numbers
+            if cfg.prefix_starts and rng.random() < cfg.prefix_starts and prefix_limit(task) > 0:
+                prefix = int(rng.integers(1, prefix_limit(task) + 1))
             group: list[Rollout] = []
             for _ in range(cfg.group):
                 drift = None
                 if cfg.drift_randomise:
                     name = cfg.drift_randomise[int(rng.integers(len(cfg.drift_randomise)))]
                     drift = drift_profile(name, seed=int(rng.integers(2**31)), clone=clone)
-                group.append(roller.play(params, task, seed, rng, drift))
+                group.append(roller.play(params, task, seed, rng, drift, prefix))
             rewards = np.array([r.result.reward for r in group])
             advantages += list(group_advantages(rewards))
             rollouts += group
@@ -492,7 +507,12 @@ def train_command(cfg: TrainConfig, out: Path) -> str:
     args += ["--eval-every", str(cfg.eval_every)]
     # options left at their defaults are not spelled out, so older cards' commands stay exact
     defaults = TrainConfig(pack=cfg.pack)
-    for option, name in (("--epochs", "epochs"), ("--entropy", "entropy"), ("--temperature", "temperature")):
+    for option, name in (
+        ("--epochs", "epochs"),
+        ("--entropy", "entropy"),
+        ("--temperature", "temperature"),
+        ("--prefix-starts", "prefix_starts"),
+    ):
         if getattr(cfg, name) != getattr(defaults, name):
             args += [option, repr(getattr(cfg, name))]
     if cfg.eval_seeds != defaults.eval_seeds:
