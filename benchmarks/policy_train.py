@@ -108,6 +108,7 @@ def _train_seed(cfg: TrainConfig, folder: str) -> dict[str, Any]:
         "seconds": outcome.seconds,
         "episodes": outcome.episodes,
         "sampled": outcome.sampled,
+        "curriculum": outcome.curriculum,
         "points": [p.model_dump() for p in outcome.curve],
     }
 
@@ -135,10 +136,12 @@ def learn(
     options: dict[str, Any],
     jobs: int,
     save: Path | None = None,
+    keep: Path | None = None,
 ) -> dict[str, Any]:
     """Train one policy per seed (up to `jobs` seeds at once, each in its own process) and compare
     each task's greedy success before (the same network at update 0) and after. With `save`, the
-    summary over the seeds finished so far is rewritten as each seed finishes."""
+    summary over the seeds finished so far is rewritten as each seed finishes; with `keep`, each
+    seed's checkpoint and its curve stay in `keep/seedS`."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
@@ -151,10 +154,11 @@ def learn(
     result: dict[str, Any] = {}
     # spawn, not fork: each worker starts torch afresh, single-threaded (devices/rl/policy_train.py)
     with (
-        tempfile.TemporaryDirectory() as tmp,
+        tempfile.TemporaryDirectory() as scratch,
         ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=get_context("spawn")) as pool,
     ):
-        futures = [pool.submit(_train_seed, cfg, f"{tmp}/seed{cfg.seed}") for cfg in configs]
+        folder = keep if keep is not None else Path(scratch)
+        futures = [pool.submit(_train_seed, cfg, str(folder / f"seed{cfg.seed}")) for cfg in configs]
         for future in as_completed(futures):
             runs.append(future.result())
             runs.sort(key=lambda r: int(r["seed"]))
@@ -190,6 +194,8 @@ def _summary(
         "per_seed": [{"seed": r["seed"], "base": r["base"], "trained": r["trained"]} for r in runs],
         # sampled training rollouts that succeeded, over all seeds: [successful, all]
         "sampled": {t: [sum(r["sampled"][t][i] for r in runs) for i in (0, 1)] for t in tasks},
+        # per seed: golden steps each task's curriculum start still replayed at the end
+        "curriculum": [r.get("curriculum", {}) for r in runs],
         "gain": float(gains.mean()),
         "gain_ci95": task_level_interval(gains),
         "train_seconds": round(sum(r["seconds"] for r in runs), 1),
@@ -227,6 +233,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once (one process each)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--save", default="", help="also write the JSON result to this file")
+    parser.add_argument("--keep", default="", help="keep each seed's checkpoint in this folder")
     args = parser.parse_args()
     if args.what == "speed":
         result = speed(args.pack, args.episodes, args.tasks)
@@ -249,8 +256,11 @@ def main() -> None:
         }
         heldout = [t for t in args.heldout.split(",") if t]
         seeds = [int(s) for s in args.seeds.split(",")]
+        keep = Path(args.keep) if args.keep else None
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
         result = learn(
-            args.pack, ids, heldout, seeds, options, args.jobs, Path(args.save) if args.save else None
+            args.pack, ids, heldout, seeds, options, args.jobs, Path(args.save) if args.save else None, keep
         )
     if args.save and args.what == "speed":
         Path(args.save).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -270,7 +280,11 @@ def main() -> None:
             mark = " (held out)" if t in result["heldout"] else ""
             won = result["sampled"].get(t)
             rollouts = f"  training rollouts won {won[0]}/{won[1]}" if won else ""
-            print(f"{t:40s} base {result['base'][t]:.2f} trained {result['trained'][t]:.2f}{mark}{rollouts}")
+            starts = [c[t] for c in result["curriculum"] if t in c]
+            at = f"  curriculum start per seed {starts}" if starts else ""
+            print(
+                f"{t:40s} base {result['base'][t]:.2f} trained {result['trained'][t]:.2f}{mark}{rollouts}{at}"
+            )
         (tlo, thi), (blo, bhi) = result["gain_ci95"]["paired_t"], result["gain_ci95"]["bootstrap"]
         print(
             f"mean gain on {len(result['tasks'])} training tasks, {len(result['seeds'])} seeds: "

@@ -603,7 +603,7 @@ def train_cmd(
             "--prefix-starts",
             min=0.0,
             max=1.0,
-            help="Share of groups that start after a random prefix of the golden plan (reverse curriculum)",
+            help="Share of groups started where the task's reverse curriculum stands (after a prefix of its golden plan)",
         ),
     ] = 0.0,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,

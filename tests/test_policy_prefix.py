@@ -76,3 +76,36 @@ def test_prefix_starts_off_keeps_the_command_and_on_spells_it() -> None:
     with pytest.raises(ValueError):
         TrainConfig(prefix_starts=1.5, **base)
     assert PolicyShape() == TrainConfig(**base).shape
+
+
+def test_the_curriculum_moves_back_only_from_its_start_and_only_on_success() -> None:
+    from devices.rl.policy_prefix import ADVANCE_AT, Curriculum
+
+    task = next(t for t in load_pack("taskpacks/toy").tasks if t.id == "buy-item")
+    c = Curriculum()
+    assert c.start(task) == 2  # one step before the end
+    c.record(task, 2, ADVANCE_AT - 0.01)
+    assert c.start(task) == 2
+    c.record(task, 1, 1.0)  # a group from another start says nothing about this one
+    assert c.start(task) == 2
+    c.record(task, 2, ADVANCE_AT)
+    assert c.start(task) == 1
+    c.record(task, 1, 1.0)
+    c.record(task, 0, 1.0)
+    assert c.start(task) == 0
+
+
+def test_curriculum_training_walks_back_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
+    from devices.rl.policy_train import train
+    from realbench.agents.policy_net import load_checkpoint
+
+    cfg = dict(
+        pack="toy", tasks=["buy-item"], group=4, batch_tasks=1, seed=3, eval_every=100, prefix_starts=1.0
+    )
+    whole = train(TrainConfig(updates=6, **cfg), tmp_path / "whole", progress=False)
+    # the last step of buy-item is found by sampling, so the start leaves the end of the plan
+    assert whole.curriculum["buy-item"] < 2
+    train(TrainConfig(updates=3, **cfg), tmp_path / "split", progress=False)
+    split = train(TrainConfig(updates=6, **cfg), tmp_path / "split", progress=False)
+    assert split.curriculum == whole.curriculum
+    assert load_checkpoint(tmp_path / "split")[1].weights_sha256 == whole.card.weights_sha256

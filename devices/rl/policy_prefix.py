@@ -6,7 +6,10 @@ update learns nothing. Clones can be reset to any state, so training may start a
 state the golden plan reaches after its first k steps: the last steps are learned first (a short
 suffix is found by sampling), then earlier starts connect to screens the policy already finishes
 from (Florensa et al. 2017, "Reverse curriculum generation"; Salimans & Chen 2018, "Learning
-Montezuma's Revenge from a single demonstration").
+Montezuma's Revenge from a single demonstration"). `Curriculum` keeps, per task, the start in use:
+it begins one step before the end and moves one step back once a group from it succeeds often
+enough, so the groups sit at the frontier of what the policy can finish (drawing k uniformly
+spent most of them on starts already mastered or still hopeless: docs/benchmarks.md).
 
 The plan is used only to build the start: its steps are replayed through the episode's own
 actions and recorded in the policy's memory as if the policy had taken them (the memory is part of
@@ -16,6 +19,7 @@ what the policy sees), and they are not trained on. Greedy evaluation always sta
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from clones.dom_plan import PlanStepError
 from devices.rl.policy_env import FreeEpisode
@@ -89,3 +93,24 @@ def replay_prefix(episode: FreeEpisode, memory: Memory, instance: TaskInstance, 
             break
         done += 1
     return done
+
+
+# Group success at the current start that moves it one step back (Salimans & Chen use a threshold
+# near the demonstrator's return; half of a small group keeps the walk moving without skipping
+# starts the policy finishes only by luck).
+ADVANCE_AT = 0.5
+
+
+@dataclass
+class Curriculum:
+    """Per task, how many golden steps a curriculum start replays (saved with the training state)."""
+
+    starts: dict[str, int] = field(default_factory=dict)
+
+    def start(self, task: Task) -> int:
+        return self.starts.setdefault(task.id, prefix_limit(task))
+
+    def record(self, task: Task, k: int, success_rate: float) -> None:
+        """A group started after `k` steps had this success rate; move back when it was enough."""
+        if k == self.start(task) and k > 0 and success_rate >= ADVANCE_AT:
+            self.starts[task.id] = k - 1

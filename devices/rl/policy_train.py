@@ -41,7 +41,7 @@ from clones.dom_plan import initial_state, instantiate
 from clones.drift import Drift, drift_profile
 from devices.rl.config import resolve_pack
 from devices.rl.policy_env import FreeEpisode, FreeResult
-from devices.rl.policy_prefix import prefix_limit, replay_prefix
+from devices.rl.policy_prefix import Curriculum, replay_prefix
 from realbench.agents.policy_features import Kind, Memory, Step, build_step
 from realbench.agents.policy_net import (
     PARAM_NAMES,
@@ -87,7 +87,7 @@ class TrainConfig(BaseModel):
         default=0.0,
         ge=0,
         le=1,
-        description="share of groups started after a random prefix of the golden plan (a reverse curriculum)",
+        description="share of groups started where the task's reverse curriculum stands (a prefix of the golden plan)",
     )
     shape: PolicyShape = Field(default_factory=PolicyShape)
     name: str = "element"
@@ -114,6 +114,8 @@ class TrainOutcome(BaseModel):
     # task -> [successful, all] sampled training rollouts: a task none of whose rollouts ever
     # succeeded gave the update no success to reinforce
     sampled: dict[str, list[int]] = Field(default_factory=dict)
+    # task -> golden steps its curriculum start replays at the end (with --prefix-starts)
+    curriculum: dict[str, int] = Field(default_factory=dict)
 
 
 # --- the torch twin of realbench.agents.policy_net ---------------------------------------------
@@ -343,6 +345,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
     optim = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     curve: list[CurvePoint] = []
     sampled: dict[str, list[int]] = {}
+    curriculum = Curriculum()
     start = 0
     episodes = 0
     elapsed = 0.0
@@ -360,6 +363,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
         curve = [CurvePoint.model_validate(p) for p in saved["curve"]]
         start, episodes, elapsed = saved["update"], saved["episodes"], saved["seconds"]
         sampled = saved.get("sampled", sampled)
+        curriculum = Curriculum(dict(saved.get("curriculum", {})))
         log.info("resuming %s at update %d", out, start)
     command = command or train_command(cfg, out)
 
@@ -398,8 +402,8 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
             seed = int(rng.integers(2**31))
             prefix = 0
             # drawn only when asked for, so that older configurations draw the same numbers
-            if cfg.prefix_starts and rng.random() < cfg.prefix_starts and prefix_limit(task) > 0:
-                prefix = int(rng.integers(1, prefix_limit(task) + 1))
+            if cfg.prefix_starts and rng.random() < cfg.prefix_starts:
+                prefix = curriculum.start(task)
             group: list[Rollout] = []
             for _ in range(cfg.group):
                 drift = None
@@ -408,6 +412,8 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
                     drift = drift_profile(name, seed=int(rng.integers(2**31)), clone=clone)
                 group.append(roller.play(params, task, seed, rng, drift, prefix))
             rewards = np.array([r.result.reward for r in group])
+            if prefix:
+                curriculum.record(task, prefix, float(np.mean([r.result.verdict.success for r in group])))
             advantages += list(group_advantages(rewards))
             rollouts += group
         episodes += len(rollouts)
@@ -460,6 +466,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
                 "episodes": episodes,
                 "seconds": elapsed,
                 "sampled": sampled,
+                "curriculum": curriculum.starts,
             },
             state_file,
         )
@@ -494,6 +501,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
         per_task=per_task,
         per_task_start=evaluated.get(0, {}),
         sampled={t.id: sampled.get(t.id, [0, 0]) for t in tasks},
+        curriculum=dict(curriculum.starts),
     )
 
 
