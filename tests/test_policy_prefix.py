@@ -95,6 +95,7 @@ def test_the_curriculum_moves_back_only_from_its_start_and_only_on_success() -> 
     assert c.start(task) == 0
 
 
+@pytest.mark.slow
 def test_curriculum_training_walks_back_and_resumes_to_the_same_weights(tmp_path: Path) -> None:
     from devices.rl.policy_train import train
     from realbench.agents.policy_net import load_checkpoint
