@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -588,6 +589,13 @@ def train_cmd(
         int, typer.Option("--epochs", min=1, help="Optimiser passes over each update's rollouts")
     ] = 4,
     entropy: Annotated[float, typer.Option("--entropy", min=0.0, help="Entropy bonus weight")] = 0.01,
+    entropy_all: Annotated[
+        bool,
+        typer.Option(
+            "--entropy-all",
+            help="The entropy bonus over every sampled step, not only those of groups whose rewards differ",
+        ),
+    ] = False,
     temperature: Annotated[
         float,
         typer.Option(
@@ -606,6 +614,14 @@ def train_cmd(
             help="Share of groups started where the task's reverse curriculum stands (after a prefix of its golden plan)",
         ),
     ] = 0.0,
+    prefix_temperature: Annotated[
+        float | None,
+        typer.Option(
+            "--prefix-temperature",
+            min=0.01,
+            help="Sampling temperature of the groups started after a prefix (default: --temperature)",
+        ),
+    ] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Train a small element policy by RL on the clone, browser-free (needs the train extra: torch)."""
@@ -628,9 +644,11 @@ def train_cmd(
         eval_every=eval_every,
         epochs=epochs,
         entropy=entropy,
+        entropy_all=entropy_all,
         temperature=temperature,
         eval_seeds=[int(s) for s in ids(eval_seeds)],
         prefix_starts=prefix_starts,
+        prefix_temperature=prefix_temperature,
     )
     result = train(config, out, progress=progress)
     first, last = result.curve[0], result.curve[-1]
@@ -1202,6 +1220,11 @@ def serve_model_cmd(
     serve_model(cfg, log_path=log_file, ready_timeout_s=timeout, on_ready=ready)
 
 
+class DemoPolicies(StrEnum):
+    LEARNED = "learned"
+    SYNTHETIC = "synthetic"
+
+
 @app.command("demo")
 def demo_cmd(
     out: Annotated[Path, typer.Option("--out", help="Study folder (re-running resumes)")] = Path("out/demo"),
@@ -1224,11 +1247,20 @@ def demo_cmd(
     phones: Annotated[
         int | None, typer.Option("--phones", min=1, help="Virtual phones to start (virtual rigs)")
     ] = 6,
+    policies: Annotated[
+        DemoPolicies,
+        typer.Option(
+            "--policies",
+            help="learned: the committed element-policy checkpoints on their training tasks; "
+            "synthetic: scripted stand-ins on every task",
+        ),
+    ] = DemoPolicies.LEARNED,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
-    """The whole clone-vs-phone study on the embedded defaults: synthetic policies, virtual phones
-    (unless the rig has phones), selection, judging, retention and the HTML report."""
-    from realbench.study import Study, StudyConfig
+    """The whole clone-vs-phone study on the embedded defaults: a small element policy before and
+    after RL on the clone (committed checkpoints), virtual phones (unless the rig has phones),
+    selection, judging, retention and the HTML report."""
+    from realbench.study import Study, StudyConfig, learned_policies
 
     config = StudyConfig(
         out=out,
@@ -1243,6 +1275,8 @@ def demo_cmd(
         config.pack = pack
     if rig is not None:
         config.rig = rig
+    if policies is DemoPolicies.LEARNED:
+        config = learned_policies(config)
     result = Study(config, console=err_console).run()
     data = result.as_dict()
     console.print(f"[bold]study written to {out}[/] — report: {data['report']}")

@@ -110,3 +110,41 @@ def test_curriculum_training_walks_back_and_resumes_to_the_same_weights(tmp_path
     split = train(TrainConfig(updates=6, **cfg), tmp_path / "split", progress=False)
     assert split.curriculum == whole.curriculum
     assert load_checkpoint(tmp_path / "split")[1].weights_sha256 == whole.card.weights_sha256
+
+
+def _sha_after(tmp_path: Path, name: str, **options: object) -> str:
+    from devices.rl.policy_train import train
+
+    cfg = TrainConfig(
+        pack="toy", tasks=["buy-item"], group=4, batch_tasks=1, seed=2, eval_every=100, **options
+    )
+    return train(cfg, tmp_path / name, progress=False).card.weights_sha256
+
+
+def test_the_entropy_bonus_reaches_groups_without_a_reward_spread_only_when_asked(tmp_path: Path) -> None:
+    """With one step per episode buy-item (three steps) always fails at progress 0, so every group's
+    rewards are equal: by default nothing moves the weights; with `entropy_all` the bonus does."""
+    from realbench.agents.policy_net import weights_hash
+
+    start = weights_hash(init_params(PolicyShape(), np.random.default_rng(2)))
+    assert _sha_after(tmp_path, "plain", updates=2, max_steps=1) == start
+    assert _sha_after(tmp_path, "all", updates=2, max_steps=1, entropy_all=True) != start
+
+
+def test_the_curve_records_the_weights_a_shorter_rerun_reaches(tmp_path: Path) -> None:
+    """What the committed checkpoints' reproduction test relies on: the first N updates of a long
+    run are a run of N updates (only --updates and --eval-every differ), and the curve says which
+    weights they reached."""
+    import json
+
+    from devices.rl.policy_train import CURVE_JSON
+
+    long = _sha_after(
+        tmp_path, "long", updates=4, prefix_starts=0.75, prefix_temperature=1.0, entropy_all=True
+    )
+    short = _sha_after(
+        tmp_path, "short", updates=2, prefix_starts=0.75, prefix_temperature=1.0, entropy_all=True
+    )
+    points = json.loads((tmp_path / "long" / CURVE_JSON).read_text(encoding="utf-8"))["points"]
+    by_update = {p["update"]: p["weights_sha256"] for p in points}
+    assert by_update[2] == short and by_update[4] == long != short

@@ -181,6 +181,13 @@ def test_numpy_and_torch_forward_agree(toy_task) -> None:
         np.testing.assert_allclose(cold[i][mask[i]].exp().numpy(), p, rtol=1e-4, atol=1e-6)
         assert int(np.argmax(p)) == int(np.argmax(probabilities(params, step)))
         assert p.max() >= probabilities(params, step).max() - 1e-7
+    # one temperature per step (curriculum groups may sample at their own): each row at its own
+    temps = [0.5 if i % 2 else 1.3 for i in range(len(steps))]
+    with torch.no_grad():
+        mixed, _ = model.log_probs(steps, temps)
+    for i, step in enumerate(steps):
+        p = probabilities(params, step, temps[i])
+        np.testing.assert_allclose(mixed[i][mask[i]].exp().numpy(), p, rtol=1e-4, atol=1e-6)
 
 
 def test_train_command_spells_out_non_default_options() -> None:
@@ -195,6 +202,52 @@ def test_train_command_spells_out_non_default_options() -> None:
     command = train_command(cfg, Path("out"))
     for part in ("--temperature 0.5", "--entropy 0.02", "--epochs 2", "--eval-seeds 0,1,2"):
         assert part in command
+    assert "--prefix-temperature" not in plain and "--entropy-all" not in plain
+
+
+def test_a_train_command_parses_back_to_its_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A card's command is what reproduces it: every non-default option must reach the same
+    TrainConfig through the CLI (an option the command spells and the CLI drops would train another
+    policy)."""
+    pytest.importorskip("torch")
+    import shlex
+
+    from typer.testing import CliRunner
+
+    import devices.rl.policy_train as policy_train
+    from realbench.cli import app
+
+    cfg = policy_train.TrainConfig(
+        pack="toy",
+        tasks=["buy-item"],
+        heldout=["buy-item"],
+        updates=7,
+        group=3,
+        batch_tasks=2,
+        seed=4,
+        lr=0.01,
+        max_steps=6,
+        eval_every=3,
+        epochs=2,
+        entropy=0.02,
+        temperature=0.5,
+        eval_seeds=[0, 1, 2],
+        prefix_starts=0.75,
+        prefix_temperature=1.0,
+        entropy_all=True,
+        drift_randomise=["relabel"],
+    )
+    seen: list[policy_train.TrainConfig] = []
+
+    def fake_train(config: policy_train.TrainConfig, out: Path, **_: object) -> None:
+        seen.append(config)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(policy_train, "train", fake_train)
+    args = shlex.split(policy_train.train_command(cfg, Path("out/x")))[1:]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert seen == [cfg]
 
 
 def test_browser_free_episode_runs_the_plan_and_gets_the_verdict(toy_task) -> None:

@@ -50,6 +50,7 @@ from realbench.agents.policy_net import (
     init_params,
     probabilities,
     save_checkpoint,
+    weights_hash,
 )
 from realbench.errors import ConfigError
 from realbench.taskpack import AnswerType, Task, TaskInstance, TaskPack, load_pack
@@ -77,6 +78,10 @@ class TrainConfig(BaseModel):
     epochs: int = Field(default=4, ge=1, description="optimiser passes over each update's rollouts")
     clip: float = Field(default=0.2, gt=0, description="the PPO/GRPO ratio clip")
     entropy: float = Field(default=0.01, ge=0)
+    entropy_all: bool = Field(
+        default=False,
+        description="the entropy bonus over every sampled step, not only those of groups with a reward spread",
+    )
     temperature: float = Field(
         default=1.0, gt=0, description="sampling temperature of the rollouts (the trained distribution)"
     )
@@ -88,6 +93,11 @@ class TrainConfig(BaseModel):
         ge=0,
         le=1,
         description="share of groups started where the task's reverse curriculum stands (a prefix of the golden plan)",
+    )
+    prefix_temperature: float | None = Field(
+        default=None,
+        gt=0,
+        description="sampling temperature of the curriculum's groups (default: temperature)",
     )
     shape: PolicyShape = Field(default_factory=PolicyShape)
     name: str = "element"
@@ -101,6 +111,9 @@ class CurvePoint(BaseModel):
     heldout_success: float | None = None
     episodes: int = 0
     seconds: float = 0.0
+    # the weights after this update: a longer run is checked against a shorter rerun of its command
+    # (the same draws up to there) without repeating the whole run
+    weights_sha256: str | None = None
 
 
 class TrainOutcome(BaseModel):
@@ -142,9 +155,11 @@ class TorchPolicy(nn.Module):
             mode="mean",
         )
 
-    def log_probs(self, steps: Sequence[Step], temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probabilities of every candidate at `temperature`, padded: (steps, max candidates),
-        and the mask."""
+    def log_probs(
+        self, steps: Sequence[Step], temperature: float | Sequence[float] = 1.0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities of every candidate at `temperature` (one, or one per step), padded:
+        (steps, max candidates), and the mask."""
         dim = self.emb.shape[1]
         n_cands = [len(s.candidates) for s in steps]
         n_query = [len(s.query) for s in steps]
@@ -178,7 +193,8 @@ class TorchPolicy(nn.Module):
         col = torch.cat([torch.arange(n) for n in n_cands])
         mask[step_of, col] = True
         padded = z.new_full((len(steps), cmax), float("-inf"))
-        padded[step_of, col] = z / temperature
+        temps = torch.as_tensor(temperature, dtype=torch.float32).expand(len(steps))
+        padded[step_of, col] = z / temps[step_of]
         return torch.log_softmax(padded, dim=1), mask
 
 
@@ -205,6 +221,7 @@ class Rollout:
     chosen: list[int]
     old_logp: list[float]
     result: FreeResult
+    temperature: float = 1.0
 
 
 class Roller:
@@ -237,9 +254,11 @@ class Roller:
         rng: np.random.Generator | None,
         drift: Drift | None = None,
         prefix: int = 0,
+        temperature: float | None = None,
     ) -> Rollout:
         """One episode; `rng` None plays greedily. `prefix` golden steps are replayed first (not
-        trained on; see devices.rl.policy_prefix)."""
+        trained on; see devices.rl.policy_prefix). Sampled at `temperature` (default: the config's)."""
+        temperature = temperature or self.cfg.temperature
         instance, state = self.start(task, seed, drift)
         episode = FreeEpisode(self.clone, instance, state, drift)
         memory = Memory()
@@ -251,7 +270,7 @@ class Roller:
         old_logp: list[float] = []
         while not episode.done and episode.steps < budget:
             step = build_step(instance.instruction, episode.views(), memory, self.cfg.shape.buckets, budget)
-            p = probabilities(params, step, self.cfg.temperature)
+            p = probabilities(params, step, temperature)
             index = int(rng.choice(len(p), p=p)) if rng is not None else int(np.argmax(p))
             cand = step.candidates[index]
             steps.append(step)
@@ -267,7 +286,7 @@ class Roller:
             else:
                 memory.record(cand.kind)
                 episode.act(cand.kind)
-        return Rollout(task.id, steps, chosen, old_logp, episode.result())
+        return Rollout(task.id, steps, chosen, old_logp, episode.result(), temperature)
 
 
 def evaluate(
@@ -379,6 +398,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
             heldout_success=_mean(on_heldout),
             episodes=episodes,
             seconds=round(elapsed, 2),
+            weights_sha256=weights_hash(params),
             **fields,
         )
 
@@ -401,16 +421,19 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
         for task in batch:
             seed = int(rng.integers(2**31))
             prefix = 0
+            temperature = cfg.temperature
             # drawn only when asked for, so that older configurations draw the same numbers
             if cfg.prefix_starts and rng.random() < cfg.prefix_starts:
+                # a curriculum group, at the task's frontier (the start itself once the walk is back)
                 prefix = curriculum.start(task)
+                temperature = cfg.prefix_temperature or cfg.temperature
             group: list[Rollout] = []
             for _ in range(cfg.group):
                 drift = None
                 if cfg.drift_randomise:
                     name = cfg.drift_randomise[int(rng.integers(len(cfg.drift_randomise)))]
                     drift = drift_profile(name, seed=int(rng.integers(2**31)), clone=clone)
-                group.append(roller.play(params, task, seed, rng, drift, prefix))
+                group.append(roller.play(params, task, seed, rng, drift, prefix, temperature))
             rewards = np.array([r.result.reward for r in group])
             if prefix:
                 curriculum.record(task, prefix, float(np.mean([r.result.verdict.success for r in group])))
@@ -421,14 +444,23 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
             tally = sampled.setdefault(r.task_id, [0, 0])
             tally[0] += int(r.result.verdict.success)
             tally[1] += 1
-        live = [(r, a) for r, a in zip(rollouts, advantages, strict=True) if a != 0.0 and r.steps]
+        # a group whose rewards are all equal has no gradient of its own; with `entropy_all` its
+        # steps still carry the entropy bonus, so that a screen where every group fails does not
+        # sharpen into one wrong choice through the weights it shares with other tasks
+        live = [
+            (r, a)
+            for r, a in zip(rollouts, advantages, strict=True)
+            if r.steps and (a != 0.0 or cfg.entropy_all)
+        ]
         if live:
             steps = [s for r, _ in live for s in r.steps]
             chosen = torch.tensor([c for r, _ in live for c in r.chosen], dtype=torch.long)
             adv = torch.tensor([a for r, a in live for _ in r.steps], dtype=torch.float32)
             old = torch.tensor([x for r, _ in live for x in r.old_logp], dtype=torch.float32)
+            # each step is trained at the temperature it was sampled at (the ratio's old policy)
+            temps = [r.temperature for r, _ in live for _ in r.steps]
             for _ in range(cfg.epochs):
-                logp, mask = model.log_probs(steps, cfg.temperature)
+                logp, mask = model.log_probs(steps, temps)
                 picked = logp[torch.arange(len(steps)), chosen]
                 ratio = torch.exp(picked - old)
                 surrogate = torch.minimum(ratio * adv, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv)
@@ -452,6 +484,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
                     sampled_success=wins,
                     episodes=episodes,
                     seconds=round(elapsed, 2),
+                    weights_sha256=weights_hash(model.numpy_params()),
                 )
             )
         bar.set_postfix(reward=f"{reward:.2f}", success=f"{wins:.2f}")
@@ -520,11 +553,14 @@ def train_command(cfg: TrainConfig, out: Path) -> str:
         ("--entropy", "entropy"),
         ("--temperature", "temperature"),
         ("--prefix-starts", "prefix_starts"),
+        ("--prefix-temperature", "prefix_temperature"),
     ):
         if getattr(cfg, name) != getattr(defaults, name):
             args += [option, repr(getattr(cfg, name))]
     if cfg.eval_seeds != defaults.eval_seeds:
         args += ["--eval-seeds", ",".join(str(s) for s in cfg.eval_seeds)]
+    if cfg.entropy_all:
+        args += ["--entropy-all"]
     if cfg.drift_randomise:
         args += ["--drift-randomise", ",".join(cfg.drift_randomise)]
     return shlex.join([*args, "--out", str(out)])
