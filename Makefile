@@ -30,7 +30,7 @@ DEMO_OUT ?= out/demo
 # suite 23 min against 21 min with two, quiet 2-core host). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -lt 2 ] && n=2; [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: setup system venv demo test lint typecheck pytest certify-all train-example clean
+.PHONY: setup system venv demo test lint typecheck pytest certify-all train-example checkpoints clean
 
 setup: system venv
 
@@ -96,6 +96,11 @@ train-example: venv
 	$(PY) -c 'import json, pathlib; c = json.loads(pathlib.Path("$(TRAIN_EXAMPLE)/trained/policy.json").read_text()); \
 	pathlib.Path("$(TRAIN_EXAMPLE)/summary.json").write_text(json.dumps({k: c[k] for k in ("pack", "tasks", "updates", "seed")}, indent=2) + "\n")'
 	@cat $(TRAIN_EXAMPLE)/summary.json
+
+# Retrain every committed element-policy checkpoint from its card's command and check the weights
+# byte for byte (about ten CPU-minutes per 192-update card; `make test` reruns the first updates).
+checkpoints: venv
+	env -u PYTHONDONTWRITEBYTECODE $(PY) benchmarks/checkpoints_rerun.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

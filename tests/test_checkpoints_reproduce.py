@@ -1,8 +1,15 @@
-"""The committed element-policy checkpoints are reproducible: rerunning the exact `realbench train`
-command each records (only its output folder changed) gives the same weights, byte for byte."""
+"""The committed element-policy checkpoints are reproducible from the `realbench train` command each
+records (only its output folder changed).
+
+A short card is rerun whole and must give its weights byte for byte. A long one (hundreds of
+updates, a CPU-hour or more) is rerun for its first `PREFIX_UPDATES` updates: a run's first N updates
+make the same draws as a run of N updates (only --updates and --eval-every differ, and evaluation
+draws nothing), so the rerun must reach the weights the card's own curve recorded after update N;
+and the curve's last point must be the card's weights. The whole rerun is `make checkpoints` (benchmarks/checkpoints_rerun.py)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -12,32 +19,57 @@ pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
+from devices.rl.policy_train import CURVE_JSON  # noqa: E402
 from realbench.agents.policy_net import load_checkpoint  # noqa: E402
 from realbench.cli import app  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINTS = ROOT / "checkpoints" / "train_ticketing"
+CHECKPOINTS = ROOT / "checkpoints"
+CARDS = sorted(p.parent for p in CHECKPOINTS.glob("*/*/policy.json"))
+WHOLE_UPDATES = 16  # cards up to this many updates are rerun whole
+PREFIX_UPDATES = 6
 
 
-def _rerun(command: str, out: Path) -> None:
+def _set(args: list[str], option: str, value: str) -> None:
+    args[args.index(option) + 1] = value
+
+
+def _rerun(command: str, out: Path, updates: int | None = None) -> None:
     args = shlex.split(command)
     assert args[:2] == ["realbench", "train"], command
     args = args[1:]  # the `train` subcommand and its options
-    args[args.index("--out") + 1] = str(out)
+    _set(args, "--out", str(out))
+    if updates is not None:
+        _set(args, "--updates", str(updates))
+        _set(args, "--eval-every", str(updates))
     result = CliRunner().invoke(app, [*args, "--no-progress"])
     assert result.exit_code == 0, result.output
 
 
-# Training is bit-reproducible (devices/rl/policy_train.py: one seeded generator, torch on one thread
-# with deterministic kernels), so the trained checkpoints are checked as well as the untrained base.
-# Each trained one is 288 browser-free episodes: about a CPU-minute and a half.
+def _curve(folder: Path) -> dict[int, str | None]:
+    points = json.loads((folder / CURVE_JSON).read_text(encoding="utf-8"))["points"]
+    return {int(p["update"]): p.get("weights_sha256") for p in points}
+
+
+def test_there_are_committed_checkpoints() -> None:
+    assert len(CARDS) >= 3, CARDS
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", ["base", "trained", "trained-rand"])
-def test_checkpoint_reproduces_from_its_command(name: str, tmp_path: Path) -> None:
-    _, card = load_checkpoint(CHECKPOINTS / name)
-    _rerun(card.command, tmp_path / name)
-    _, again = load_checkpoint(tmp_path / name)
-    assert again.weights_sha256 == card.weights_sha256
-    assert again.description == card.description
+@pytest.mark.parametrize("folder", CARDS, ids=[str(c.relative_to(CHECKPOINTS)) for c in CARDS])
+def test_checkpoint_reproduces_from_its_command(folder: Path, tmp_path: Path) -> None:
+    _, card = load_checkpoint(folder)  # also checks the weights against the card's hash
+    if card.updates <= WHOLE_UPDATES:
+        _rerun(card.command, tmp_path / "again")
+        _, again = load_checkpoint(tmp_path / "again")
+        assert again.weights_sha256 == card.weights_sha256
+        assert again.description == card.description
+        return
+    curve = _curve(folder)
+    assert curve[card.updates] == card.weights_sha256  # the card is where its curve ends
+    _rerun(card.command, tmp_path / "again", PREFIX_UPDATES)
+    _, again = load_checkpoint(tmp_path / "again")
+    assert curve[PREFIX_UPDATES] is not None
+    assert again.weights_sha256 == curve[PREFIX_UPDATES]
