@@ -13,7 +13,7 @@ import io
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from analysis.tables import (
     pick_judge,
     resolve_outcomes,
 )
+from realbench.agents.policy import POLICY_PREFIX
 from realbench.errors import AnalysisError, RealbenchError
 from realbench.store import VIDEO_FILE
 
@@ -61,8 +62,38 @@ def is_synthetic(model: str) -> bool:
     return str(model).startswith("synthetic:")
 
 
-def model_label(model: str) -> str:
-    return f"{model} [synthetic policy]" if is_synthetic(model) else str(model)
+def model_label(model: str, policies: Mapping[str, str] | None = None) -> str:
+    """How a model is shown: a synthetic policy says so; a policy checkpoint carries what its card
+    says it is (`policies`, from `policy_descriptions`)."""
+    if is_synthetic(model):
+        return f"{model} [synthetic policy]"
+    description = (policies or {}).get(str(model))
+    return f"{model} [{description}]" if description else str(model)
+
+
+def policy_descriptions(inputs: ReportInputs) -> dict[str, str]:
+    """``policy:<name>@<hash>`` -> the description its checkpoint card gives (for example "a small
+    element policy trained by RL on the clone, 192 updates, seed 0"), read from the ``policy`` field
+    every step of such an agent records."""
+    ep = inputs.episodes
+    out: dict[str, str] = {}
+    if ep.empty or "model" not in ep:
+        return out
+    for model, g in ep.groupby("model", sort=True):
+        if not str(model).startswith(POLICY_PREFIX):
+            continue
+        for key in g["key"].astype(str).head(3):
+            try:
+                steps = inputs.steps(key)
+            except (RealbenchError, OSError):
+                continue
+            found = next(
+                (st["extra"]["policy"] for st in steps if (st.get("extra") or {}).get("policy")), None
+            )
+            if found:
+                out[str(model)] = str(found)
+                break
+    return out
 
 
 def target_label(env: str, device_kind: str | None) -> str:
@@ -131,14 +162,16 @@ def _scored(inputs: ReportInputs, judge: str | None) -> pd.DataFrame:
     return resolve_outcomes(inputs.episodes, inputs.verdicts, judge)
 
 
-def _success_rows(decided: pd.DataFrame, suffix: str = "") -> list[dict[str, Any]]:
+def _success_rows(
+    decided: pd.DataFrame, suffix: str = "", policies: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     rows = []
     for (model, env, kind), g in decided.groupby(["model", "env", "device_kind"], dropna=False, sort=True):
         k, n = int(g["success"].astype(bool).sum()), len(g)
         lo, hi = wilson(k, n)
         rows.append(
             {
-                "label": model_label(model),
+                "label": model_label(model, policies),
                 "target": target_label(env, kind if isinstance(kind, str) else None) + suffix,
                 "rate": k / n,
                 "lo": lo,
@@ -190,7 +223,9 @@ def clone_only_tasks(decided: pd.DataFrame, strata: dict[str, str] | None) -> Cl
     return CloneOnly(only, not_selected, unrun)
 
 
-def success_section(ep: pd.DataFrame, strata: dict[str, str] | None = None) -> Section:
+def success_section(
+    ep: pd.DataFrame, strata: dict[str, str] | None = None, policies: Mapping[str, str] | None = None
+) -> Section:
     """Clone vs device over the same tasks: the clone bars use only tasks that also ran on a
     device (tasks kept on the clone only were not selected for phones — expected)."""
     s = Section("success", "Success by model × target")
@@ -204,11 +239,13 @@ def success_section(ep: pd.DataFrame, strata: dict[str, str] | None = None) -> S
     clone_only = len(only.tasks)
     if clone_only:
         compared = decided[decided["task"].astype(str).isin(device_tasks)]
-    df = pd.DataFrame(_success_rows(compared))
+    df = pd.DataFrame(_success_rows(compared, policies=policies))
     s.images.append(plots.success_bars(df))
     table_rows = df
     if clone_only:
-        every = pd.DataFrame(_success_rows(decided[decided["env"] == "clone"], " (every clone task)"))
+        every = pd.DataFrame(
+            _success_rows(decided[decided["env"] == "clone"], " (every clone task)", policies)
+        )
         table_rows = pd.concat([df, every], ignore_index=True)
         s.notes.append(
             f"The chart compares like with like: the clone bars cover the {len(device_tasks)} task(s) that also ran on "
@@ -234,7 +271,7 @@ def success_section(ep: pd.DataFrame, strata: dict[str, str] | None = None) -> S
     return s
 
 
-def paired_section(ep: pd.DataFrame) -> Section:
+def paired_section(ep: pd.DataFrame, policies: Mapping[str, str] | None = None) -> Section:
     s = Section("paired", "Per-task paired outcomes")
     decided = ep[ep["success"].notna()] if not ep.empty else ep
     if decided.empty:
@@ -244,7 +281,9 @@ def paired_section(ep: pd.DataFrame) -> Section:
         index="task", columns=["env", "model"], values="success", aggfunc="mean"
     )
     labels = env_labels(decided)
-    rates.columns = [f"{labels.get(str(env), env)}\n{model_label(model)}" for env, model in rates.columns]
+    rates.columns = [
+        f"{labels.get(str(env), env)}\n{model_label(model, policies)}" for env, model in rates.columns
+    ]
     rates = rates.sort_index().iloc[:80]
     s.images.append(plots.paired_matrix(rates))
     if len(decided["task"].unique()) > 80:
@@ -277,7 +316,13 @@ def _gain_cell(g: Any) -> str:
 
 
 def retention_section(
-    ep: pd.DataFrame, base: str | None, trained: str | None, inputs: ReportInputs, resamples: int, seed: int
+    ep: pd.DataFrame,
+    base: str | None,
+    trained: str | None,
+    inputs: ReportInputs,
+    resamples: int,
+    seed: int,
+    policies: Mapping[str, str] | None = None,
 ) -> tuple[Section, RetentionResult | None]:
     s = Section("retention", "Gain retention")
     s.notes.append(REFERENCES["mobilegym"])
@@ -349,8 +394,8 @@ def retention_section(
         [
             {
                 "side": labels.get(env, env),
-                model_label(base): _pct(res.headline_rates[env][base]),
-                model_label(trained): _pct(res.headline_rates[env][trained]),
+                model_label(base, policies): _pct(res.headline_rates[env][base]),
+                model_label(trained, policies): _pct(res.headline_rates[env][trained]),
                 "gain": _pct(gain.mean),
                 "95% CI": format_interval(gain.ci, True),
                 "test": next(t.method for t in res.tests if t.env == env),
@@ -439,7 +484,9 @@ def _rate_text(r: Rate) -> str:
     return text
 
 
-def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
+def audit_section(
+    audit: AuditResult | None, reason: str | None, policies: Mapping[str, str] | None = None
+) -> Section:
     s = Section("audit", "Judge audit")
     s.notes.append(REFERENCES["spabench"])
     s.notes.append(REFERENCES["mobilegym"])
@@ -489,7 +536,7 @@ def audit_section(audit: AuditResult | None, reason: str | None) -> Section:
     corr = [
         {
             "judge": c.judge,
-            "model": model_label(c.model),
+            "model": model_label(c.model, policies),
             "side": c.side,
             "judged rate": _pct(c.judged_rate),
             "corrected": _pct(c.corrected_rate),
@@ -687,7 +734,7 @@ def _episode_payload(row: pd.Series, verdicts: pd.DataFrame, inputs: ReportInput
     }
 
 
-def viewer_payload(inputs: ReportInputs) -> dict[str, Any]:
+def viewer_payload(inputs: ReportInputs, policies: Mapping[str, str] | None = None) -> dict[str, Any]:
     """{tasks: [{task, models: {model: {clone: episode|null, real: episode|null}}}]} for the viewer."""
     ep = inputs.episodes
     if ep.empty:
@@ -707,7 +754,7 @@ def viewer_payload(inputs: ReportInputs) -> dict[str, Any]:
                 "real": _episode_payload(device.iloc[0], inputs.verdicts, inputs) if len(device) else None,
             }
             models[str(model)] = {
-                "label": model_label(str(model)),
+                "label": model_label(str(model), policies),
                 "synthetic": is_synthetic(str(model)),
                 **sides,
             }
@@ -744,7 +791,8 @@ def build_report(
             audit_reason = f"Judge audit could not be computed: {exc.message}"
     else:
         audit_reason = "No judge verdicts on episodes with ground truth (verifier or human label)."
-    retention, res = retention_section(ep, base, trained, inputs, resamples, seed)
+    policies = policy_descriptions(inputs)
+    retention, res = retention_section(ep, base, trained, inputs, resamples, seed, policies)
     summary = build_summary(
         res,
         retention.empty,
@@ -754,11 +802,11 @@ def build_report(
         env_labels(ep[ep["success"].notna()]) if not ep.empty else {},
     )
     sections = [
-        success_section(ep, inputs.strata),
-        paired_section(ep),
+        success_section(ep, inputs.strata, policies),
+        paired_section(ep, policies),
         retention,
         strata_section(inputs),
-        audit_section(audit, audit_reason),
+        audit_section(audit, audit_reason, policies),
         health_section(ep_all),
         evidence_section(ep_all, inputs.packs),
         *extra_sections,
@@ -777,7 +825,7 @@ def build_report(
             if k == "virtual-phone"
         }
     )
-    viewer = viewer_payload(inputs)
+    viewer = viewer_payload(inputs, policies)
     env = Environment(
         loader=FileSystemLoader(str(Path(__file__).parent)), autoescape=select_autoescape(["html", "j2"])
     )
@@ -785,6 +833,7 @@ def build_report(
         title="realbench report",
         sources=inputs.sources,
         synthetic_models=synthetic_models,
+        policies=policies,
         virtual_phones=virtual,
         sections=sections,
         summary=summary,

@@ -12,8 +12,10 @@ Stages, each writing under the study folder and each resumable (a rerun skips fi
 5. analyse — gains, retention with Fieller/delta/BCa intervals (`retention.json`);
 6. report  — one self-contained HTML report with the replay viewer (`report.html`).
 
-On the embedded defaults the policies are synthetic and the phones virtual; both are labelled so
-in every output.
+On the embedded defaults (`realbench demo`) the policies are the committed element-policy
+checkpoints (a small network before and after RL on the clone, `learned_policies`) on the tasks they
+were trained on, and the phones are virtual; both are labelled so in every output. The synthetic
+policies (`synthetic:base`, `synthetic:trained`) remain the StudyConfig's own defaults, for tests.
 """
 
 from __future__ import annotations
@@ -66,6 +68,9 @@ class StudyConfig:
     scale: float = 1.0  # headless clone screenshots at 412×915: synthetic policies do not read pixels
     judges: list[str] = field(default_factory=list)
     tasks: list[str] | None = None  # a subset of the pack (tests, quick looks); None = every task
+    # recorded agent name -> how to run it, for policies whose name is not their spec (a checkpoint
+    # runs as policy:PATH and is recorded as policy:<name>@<hash>; realbench.policy_refs)
+    agents: dict[str, str] = field(default_factory=dict)
     seed: int = 0
     progress: bool = True
 
@@ -155,7 +160,7 @@ class Study:
                 pack=self.cfg.pack,
                 out=out,
                 target=target,
-                agent=agent,
+                agent=self.cfg.agents.get(agent, agent),
                 repeats=repeats,
                 seed=self.cfg.seed,
                 tasks=tasks,
@@ -314,3 +319,21 @@ class Study:
             json.dumps(result.as_dict(), ensure_ascii=False, indent=2, default=str), encoding="utf-8"
         )
         return result
+
+
+def learned_policies(config: StudyConfig) -> StudyConfig:
+    """`config` with the committed element-policy checkpoints as its base and trained policies, on
+    the training tasks of the trained one (the policy has never seen the pack's other tasks)."""
+    from dataclasses import replace
+
+    from realbench.policy_refs import committed
+
+    base, trained = committed("base"), committed("trained")
+    assert trained.card is not None
+    return replace(
+        config,
+        base=base.agent,
+        trained=trained.agent,
+        agents={**config.agents, base.agent: base.spec, trained.agent: trained.spec},
+        tasks=list(trained.card.tasks),
+    )

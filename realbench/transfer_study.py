@@ -23,43 +23,14 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from realbench.agents.policy import POLICY_PREFIX
-from realbench.agents.policy_net import load_checkpoint
 from realbench.errors import ConfigError
+from realbench.policy_refs import CHECKPOINTS, PolicyRef
 from realbench.safe_yaml import load_yaml_text, read_yaml_file
-from realbench.study import ROOT, Study, StudyConfig
+from realbench.study import Study, StudyConfig
 
 log = logging.getLogger(__name__)
 
 PROFILES: tuple[str, ...] = ("none", "mild", "relabel", "layout", "interruptions")
-CHECKPOINTS = ROOT / "checkpoints" / "train_ticketing"
-
-
-@dataclass(frozen=True)
-class PolicyRef:
-    """A checkpoint as the study runs it (spec), records it (agent) and names it (description)."""
-
-    spec: str
-    agent: str
-    description: str
-
-    @classmethod
-    def of(cls, spec: str) -> PolicyRef:
-        if not spec.startswith(POLICY_PREFIX):
-            # synthetic policies name themselves; the study's tests use them
-            return cls(spec=spec, agent=spec, description=spec)
-        path = Path(spec[len(POLICY_PREFIX) :])
-        try:
-            _, card = load_checkpoint(path)
-        except FileNotFoundError as exc:
-            raise ConfigError(
-                f"no policy checkpoint at {path} (train one with `realbench train --out {path}`)"
-            ) from exc
-        return cls(
-            spec=spec,
-            agent=f"{POLICY_PREFIX}{card.name}@{card.weights_sha256[:12]}",
-            description=card.description,
-        )
 
 
 @dataclass
@@ -221,4 +192,12 @@ def write_section_page(section: Any, out: Path) -> Path:
     return out
 
 
-__all__ = ["PROFILES", "PolicyRef", "PolicyStudy", "TransferConfig", "TransferStudy", "rig_with_drift"]
+__all__ = [
+    "CHECKPOINTS",
+    "PROFILES",
+    "PolicyRef",
+    "PolicyStudy",
+    "TransferConfig",
+    "TransferStudy",
+    "rig_with_drift",
+]

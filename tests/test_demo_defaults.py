@@ -48,3 +48,24 @@ def test_make_demo_installs_only_the_package_and_no_pip_upgrade() -> None:
     assert installs and all("-e ." in line for line in installs), installs
     assert not any("dev,ray,train" in line or "--upgrade pip" in line for line in installs), installs
     assert "realbench demo" in plan
+
+
+def test_the_demo_runs_the_committed_learned_policies_on_their_training_tasks() -> None:
+    from realbench.cli import DemoPolicies
+    from realbench.policy_refs import CHECKPOINTS, committed
+    from realbench.study import learned_policies
+    from realbench.taskpack import load_pack
+
+    assert _cli_default("policies") is DemoPolicies.LEARNED
+    cfg = learned_policies(StudyConfig())
+    base, trained = committed("base"), committed("trained")
+    assert base.card is not None and trained.card is not None
+    assert cfg.base == base.agent and cfg.trained == trained.agent and cfg.base != cfg.trained
+    assert cfg.agents == {
+        base.agent: f"policy:{CHECKPOINTS / 'base'}",
+        trained.agent: f"policy:{CHECKPOINTS / 'trained'}",
+    }
+    assert base.card.updates == 0 < trained.card.updates
+    assert cfg.tasks == trained.card.tasks and len(cfg.tasks) >= 20
+    pack = load_pack(cfg.pack)
+    assert set(cfg.tasks) <= {t.id for t in pack.tasks}

@@ -155,3 +155,18 @@ def test_same_seed_gives_the_same_study(study, tmp_path_factory):
     second = json.loads((again.out / "retention.json").read_text())
     assert first["estimand"] == second["estimand"]
     assert first["estimands"] == second["estimands"]
+
+
+@pytest.mark.timeout(600)
+def test_learned_policies_run_by_path_and_are_recorded_by_name(tmp_path):
+    """The demo's policies are checkpoints: the clone stage runs them by path and the store records
+    them by the name the analysis asks for (a mismatch would leave the study with no episodes of
+    either model)."""
+    from realbench.study import learned_policies
+
+    cfg = learned_policies(StudyConfig(out=tmp_path / "s", clone_repeats=1, workers=1, progress=False))
+    cfg.tasks = cfg.tasks[:1]
+    note = Study(cfg).clone_runs()
+    frame = RunStore(tmp_path / "s" / "clone", create=False).episodes_frame()
+    assert set(frame["model"]) == {cfg.base, cfg.trained}
+    assert cfg.base in note and cfg.trained in note
