@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
+from realbench.machine import cpu_model
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
+__all__ = ["cpu_model", "machine_facts", "machine_line"]
 
 
 def machine_facts() -> dict[str, Any]:

@@ -53,6 +53,7 @@ from realbench.agents.policy_net import (
     weights_hash,
 )
 from realbench.errors import ConfigError
+from realbench.machine import cpu_model
 from realbench.taskpack import AnswerType, Task, TaskInstance, TaskPack, load_pack
 
 log = logging.getLogger(__name__)
@@ -519,6 +520,7 @@ def _train(cfg: TrainConfig, out: Path, *, command: str | None, progress: bool) 
         seed=cfg.seed,
         drift_randomise=cfg.drift_randomise,
         command=command,
+        cpu=cpu_model(),
     )
     card = save_checkpoint(out, params, card)
     write_curve(out, cfg, curve)

@@ -68,6 +68,9 @@ class PolicyCard(BaseModel):
     drift_randomise: list[str] = Field(default_factory=list)
     command: str = ""
     weights_sha256: str = ""
+    # the CPU model the weights were trained on: the same command reproduces them bit for bit on
+    # that model; another CPU's float arithmetic takes the sampled rollouts elsewhere (docs/rl.md)
+    cpu: str = ""
 
 
 def init_params(shape: PolicyShape, rng: np.random.Generator) -> dict[str, np.ndarray]:
