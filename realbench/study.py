@@ -326,10 +326,19 @@ def learned_policies(config: StudyConfig) -> StudyConfig:
     the training tasks of the trained one (the policy has never seen the pack's other tasks)."""
     from dataclasses import replace
 
+    from realbench.errors import ConfigError
     from realbench.policy_refs import committed
+    from realbench.taskpack import load_pack
 
     base, trained = committed("base"), committed("trained")
-    assert trained.card is not None
+    pack = load_pack(config.pack)
+    if trained.card is None or trained.card.pack != pack.clone:
+        raise ConfigError(
+            f"the committed policies were trained on {trained.card.pack if trained.card else '?'!r}, "
+            f"not on {pack.clone!r}",
+            hint="run the scripted stand-ins there with --policies synthetic, or train a policy on it "
+            "(`realbench train`, docs/rl.md)",
+        )
     return replace(
         config,
         base=base.agent,

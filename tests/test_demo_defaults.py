@@ -69,3 +69,13 @@ def test_the_demo_runs_the_committed_learned_policies_on_their_training_tasks() 
     assert cfg.tasks == trained.card.tasks and len(cfg.tasks) >= 20
     pack = load_pack(cfg.pack)
     assert set(cfg.tasks) <= {t.id for t in pack.tasks}
+
+
+def test_the_learned_demo_refuses_a_pack_its_policies_never_saw() -> None:
+    import pytest
+
+    from realbench.errors import ConfigError
+    from realbench.study import learned_policies
+
+    with pytest.raises(ConfigError, match="trained on 'train_ticketing'"):
+        learned_policies(StudyConfig(pack=ROOT / "taskpacks" / "bank"))
