@@ -259,6 +259,11 @@ def run_summary(store: RunStore, run_id: str, *, max_attempts: int, not_run: int
     return summary
 
 
+# How long a worker whose episode failed waits for a stop that a Ctrl-C may have set off (see
+# LocalRunner._stopping); a device failure with no stop behind it is recorded this much later.
+STOP_GRACE_S = 0.5
+
+
 class LocalRunner:
     """Executes planned episodes with one worker thread per target."""
 
@@ -378,13 +383,13 @@ class LocalRunner:
                     return
                 try:
                     result = self.execute(target, item.key)
-                    if self.stop.is_set() and not result.outcome.scored:
+                    if not result.outcome.scored and self._stopping():
                         # its target was closed under it by the stop: not the device's abort
                         result.outcome = Outcome.INTERRUPTED
                         result.error = f"interrupted ({result.error})" if result.error else "interrupted"
                     self.store.write_episode(self.run_id, item.key, item.attempt, self.pack.app, result)
                 except BaseException as exc:  # a bug, not a device failure: stop the run loudly
-                    if self.stop.is_set():
+                    if self._stopping():
                         # cut short by the stop: nothing to record, a rerun runs it
                         log.warning("%s: not recorded after the stop (%r)", item.key.task, exc)
                         return
@@ -436,6 +441,15 @@ class LocalRunner:
             log.warning("%d episodes were not run: every target was quarantined", outstanding[0])
         self.not_run = max(0, outstanding[0])
         return run_summary(self.store, self.run_id, max_attempts=self.max_attempts, not_run=self.not_run)
+
+    def _stopping(self) -> bool:
+        """Whether the run is being stopped, waiting `STOP_GRACE_S` for a stop that may be on its way.
+
+        A terminal's Ctrl-C reaches the whole process group at once: the browser and its driver die
+        of it while this process's main thread has yet to turn the signal into `stop`, and an episode
+        that failed in between would be recorded as the device's failure (an abort, counted against
+        the target) instead of as interrupted."""
+        return self.stop.is_set() or self.stop.wait(STOP_GRACE_S)
 
     def wait_stopped(self, timeout_s: float) -> int:
         """After a stop: wait for the workers to record the episodes cut short; returns how many

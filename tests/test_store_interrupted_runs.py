@@ -231,3 +231,49 @@ def _count(store_dir: Path) -> int:
         return len(_rows(store_dir))
     except sqlite3.Error:
         return 0
+
+
+class FakeBrowserPhone(FakePhone):
+    """A fake target whose episode dies of the Ctrl-C itself (its browser, in the same process group,
+    gets the signal too) and returns before this process's main thread has handled the signal."""
+
+    def __init__(self, serial: str) -> None:
+        super().__init__(serial)
+        self.died = threading.Event()
+
+    def run(self, key: EpisodeKey) -> EpisodeResult:
+        self.started.set()
+        self.died.set()
+        return _result(key, Outcome.ENV_INVALID, "TargetClosedError: the browser has been closed")
+
+
+def test_an_episode_that_dies_of_the_ctrl_c_before_the_stop_is_interrupted(tmp_path):
+    store_dir = tmp_path / "s"
+    phone = FakeBrowserPhone("fake-0")
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def signal_late() -> None:
+        if phone.died.wait(30):
+            time.sleep(0.2)  # the main thread gets to the signal after the browser died of it
+            signal.pthread_kill(main, signal.SIGINT)
+
+    with RunStore(store_dir, writer="realbench run") as store:
+        store.ensure_run(
+            RUN, pack="toy", app="toy", agent="fake", target="clone-on-phone", config={"max_attempts": 3}
+        )
+        runner = LocalRunner(
+            store,
+            RUN,
+            PACK,
+            [phone],  # type: ignore[list-item]
+            agent_factory=lambda: None,  # type: ignore[arg-type,return-value]
+            progress=False,
+            execute=lambda target, key: phone.run(key),
+        )
+        threading.Thread(target=signal_late, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(_keys()[:1])
+        assert runner.wait_stopped(10) == 0
+    assert [o for _, o, _ in _rows(store_dir)] == ["interrupted"]
+    assert phone.after == [], "an interruption counted against the phone"
