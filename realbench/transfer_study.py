@@ -49,26 +49,17 @@ class TransferConfig:
 
 
 class PolicyStudy(Study):
-    """A study whose policies are checkpoints: runs them by spec, analyses them by recorded name,
-    and keeps its clone runs in a store shared with the other studies of the transfer study."""
+    """A study that keeps its clone runs in a store shared with the other studies of the transfer
+    study (its checkpoints run by spec and are analysed by recorded name through `StudyConfig.agents`,
+    as in any study)."""
 
-    def __init__(
-        self, config: StudyConfig, specs: dict[str, str], clone_store: Path, console: Console | None = None
-    ):
+    def __init__(self, config: StudyConfig, clone_store: Path, console: Console | None = None):
         super().__init__(config, console)
-        self._specs = specs
         self._clone_store = clone_store
 
     @property
     def clone_store(self) -> Path:
         return self._clone_store
-
-    def _run(
-        self, *, out: Path, target: str, agent: str, repeats: int, tasks: str | None = None
-    ) -> dict[str, Any]:
-        return super()._run(
-            out=out, target=target, agent=self._specs.get(agent, agent), repeats=repeats, tasks=tasks
-        )
 
 
 @dataclass
@@ -81,11 +72,11 @@ class Cell:
     retention: dict[str, Any] | None
 
 
-StudyRunner = Callable[[StudyConfig, dict[str, str], Path], dict[str, Any] | None]
+StudyRunner = Callable[[StudyConfig, Path], dict[str, Any] | None]
 
 
-def run_policy_study(config: StudyConfig, specs: dict[str, str], clone_store: Path) -> dict[str, Any] | None:
-    return PolicyStudy(config, specs, clone_store).run().retention
+def run_policy_study(config: StudyConfig, clone_store: Path) -> dict[str, Any] | None:
+    return PolicyStudy(config, clone_store).run().retention
 
 
 def rig_with_drift(rig: Path, profile: str, out: Path) -> Path:
@@ -120,12 +111,11 @@ class TransferStudy:
                     out=folder,
                     base=base.agent,
                     trained=trained.agent,
+                    agents={**self.cfg.study.agents, base.agent: base.spec, trained.agent: trained.spec},
                     rig=rig_with_drift(self.cfg.study.rig, profile, folder),
                 )
                 log.info("transfer study: %s under %s", trained.description, profile)
-                retention = self.runner(
-                    cfg, {base.agent: base.spec, trained.agent: trained.spec}, self.out / "clone"
-                )
+                retention = self.runner(cfg, self.out / "clone")
                 cells.append(Cell(trained, profile, folder, retention))
         return cells
 

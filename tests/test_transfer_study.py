@@ -30,12 +30,12 @@ class FakeStudyRunner:
     trained policy under relabelling."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[StudyConfig, dict[str, str], Path]] = []
+        self.calls: list[tuple[StudyConfig, Path]] = []
 
-    def __call__(self, config: StudyConfig, specs: dict[str, str], clone_store: Path) -> dict[str, Any]:
-        self.calls.append((config, specs, clone_store))
+    def __call__(self, config: StudyConfig, clone_store: Path) -> dict[str, Any]:
+        self.calls.append((config, clone_store))
         drift = yaml.safe_load(Path(config.rig).read_text(encoding="utf-8"))["virtual"]["drift"]
-        broken = drift == "relabel" and "trained-rand" not in specs[config.trained]
+        broken = drift == "relabel" and "trained-rand" not in config.agents[config.trained]
         phone = 0.0 if broken else 0.4
         return {
             "estimand": "sample",
@@ -66,11 +66,11 @@ def test_table_has_a_row_per_policy_and_profile_with_the_policies_named(tmp_path
     agents = {PolicyRef.of(s).agent for s in config.trained}
     assert len(runner.calls) == 4
     # the clone store is one for every study; phone runs go to each profile's own folder
-    assert {c[2] for c in runner.calls} == {tmp_path / "transfer" / "clone"}
+    assert {c[1] for c in runner.calls} == {tmp_path / "transfer" / "clone"}
     assert len({c[0].out for c in runner.calls}) == 4
     # the study analyses by recorded agent name and runs by checkpoint spec
-    for cfg, specs, _ in runner.calls:
-        assert specs[cfg.trained].startswith("policy:") and cfg.trained in agents
+    for cfg, _ in runner.calls:
+        assert cfg.agents[cfg.trained].startswith("policy:") and cfg.trained in agents
 
     data = yaml.safe_load((tmp_path / "transfer" / "transfer.json").read_text(encoding="utf-8"))
     rows = {(r["agent"], r["profile"]) for r in data["rows"]}
