@@ -26,12 +26,12 @@ pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
-import devices.rl.policy_train as policy_train  # noqa: E402
-from devices.rl.policy_train import CURVE_JSON, Roller, TrainConfig, evaluate, pick_tasks  # noqa: E402
+from devices.rl.policy_train import CURVE_JSON, Roller, evaluate, pick_tasks  # noqa: E402
 from realbench.agents.policy_net import load_checkpoint  # noqa: E402
 from realbench.cli import app  # noqa: E402
 from realbench.machine import cpu_model  # noqa: E402
 from realbench.taskpack import load_pack  # noqa: E402
+from tests.policy_support import config_of_command  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -66,26 +66,11 @@ def _curve(folder: Path) -> dict[int, str | None]:
     return {int(str(p["update"])): p.get("weights_sha256") for p in _points(folder)}  # type: ignore[misc]
 
 
-def _config_of(command: str, monkeypatch: pytest.MonkeyPatch) -> TrainConfig:
-    """The TrainConfig the CLI builds from `command` (training itself is not run)."""
-    seen: list[TrainConfig] = []
-
-    def capture(config: TrainConfig, out: Path, **_: object) -> None:
-        seen.append(config)
-
-    with monkeypatch.context() as m:
-        m.setattr(policy_train, "train", capture)
-        args = shlex.split(command)[1:]
-        result = CliRunner().invoke(app, args)
-    assert len(seen) == 1, result.output
-    return seen[0]
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("folder", CARDS, ids=[str(c.relative_to(CHECKPOINTS)) for c in CARDS])
 def test_the_card_is_what_its_command_and_curve_say(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     params, card = load_checkpoint(folder)
-    cfg = _config_of(card.command, monkeypatch)
+    cfg = config_of_command(card.command, monkeypatch)
     assert (cfg.pack, cfg.tasks, cfg.updates, cfg.seed, cfg.drift_randomise) == (
         card.pack,
         card.tasks,

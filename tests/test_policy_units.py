@@ -210,12 +210,8 @@ def test_a_train_command_parses_back_to_its_configuration(monkeypatch: pytest.Mo
     TrainConfig through the CLI (an option the command spells and the CLI drops would train another
     policy)."""
     pytest.importorskip("torch")
-    import shlex
-
-    from typer.testing import CliRunner
-
     import devices.rl.policy_train as policy_train
-    from realbench.cli import app
+    from tests.policy_support import config_of_command
 
     cfg = policy_train.TrainConfig(
         pack="toy",
@@ -237,17 +233,7 @@ def test_a_train_command_parses_back_to_its_configuration(monkeypatch: pytest.Mo
         entropy_all=True,
         drift_randomise=["relabel"],
     )
-    seen: list[policy_train.TrainConfig] = []
-
-    def fake_train(config: policy_train.TrainConfig, out: Path, **_: object) -> None:
-        seen.append(config)
-        raise SystemExit(0)
-
-    monkeypatch.setattr(policy_train, "train", fake_train)
-    args = shlex.split(policy_train.train_command(cfg, Path("out/x")))[1:]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    assert seen == [cfg]
+    assert config_of_command(policy_train.train_command(cfg, Path("out/x")), monkeypatch) == cfg
 
 
 def test_browser_free_episode_runs_the_plan_and_gets_the_verdict(toy_task) -> None:
