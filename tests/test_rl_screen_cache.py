@@ -1,6 +1,6 @@
-"""The screen cache: a still screen's image is captured once per host and reused by resets and
-restores, checked against new captures, never used for a screen that changes by itself or for a
-step. Evidence is the page's own capture, taken beside the cache."""
+"""The screen cache: a still screen's image and hierarchy are taken once per host and reused by
+resets and restores, checked against new captures and dumps, never used for a screen that changes by
+itself or for a step. Evidence is the page's own capture and dump, taken beside the cache."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tests.rl_support import write_pack
 CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
 LOOK = {"emulation": {"width": 412, "height": 915, "scale": 1.0}, "format": "jpeg", "quality": 80}
 SCREEN = {"version": 3, "route": "home", "html": "<h1>首页</h1>"}
+HIERARCHY = '<hierarchy rotation="0"><node text="首页"/></hierarchy>'
 
 
 def _key(screen=SCREEN, look=LOOK, clone="toy"):
@@ -31,25 +32,40 @@ def test_an_image_is_served_only_after_a_second_capture_agreed():
     cache = ScreenCache(verify_every=4)
     key = _key()
     assert cache.lookup(key).image is None
-    cache.store(key, b"shot")
+    cache.store(key, b"shot", "")
     assert cache.lookup(key).image is None  # the first reuse captures again
-    cache.store(key, b"shot")
+    cache.store(key, b"shot", "")
     served = [cache.lookup(key).image for _ in range(6)]
     # reuses 2, 3 are served, 4 captures again, 5, 6, 7 are served
     assert served == [b"shot", b"shot", None, b"shot", b"shot", b"shot"]
     assert cache.summary()["stored"] == 1 and cache.summary()["verified"] == 1
 
 
+def test_a_hierarchy_is_served_with_its_image_and_checked_with_it():
+    cache = ScreenCache(verify_every=3)
+    key = _key()
+    cache.store(key, b"shot", HIERARCHY)
+    assert cache.lookup(key).hierarchy is None  # the first reuse observes again
+    cache.store(key, b"shot", HIERARCHY)
+    served = cache.lookup(key)
+    assert (served.image, served.hierarchy) == (b"shot", HIERARCHY)
+    assert cache.lookup(key).image is None  # the third reuse observes again: the same pixels, ...
+    cache.store(key, b"shot", HIERARCHY.replace("首页", "首頁"))  # ... another hierarchy
+    summary = cache.summary()
+    assert summary["mismatches"] == 1 and summary["images"] == 0
+    assert all(cache.lookup(key).hierarchy is None for _ in range(5))
+
+
 def test_a_screen_whose_captures_disagree_is_never_cached_again():
     cache = ScreenCache()
     key = _key()
-    cache.store(key, b"one")
+    cache.store(key, b"one", "")
     assert cache.lookup(key).image is None
-    cache.store(key, b"two")
+    cache.store(key, b"two", "")
     summary = cache.summary()
     assert summary["mismatches"] == 1 and summary["images"] == 0 and summary["bytes"] == 0
-    cache.store(key, b"two")
-    cache.store(key, b"two")
+    cache.store(key, b"two", "")
+    cache.store(key, b"two", "")
     assert all(cache.lookup(key).image is None for _ in range(40))
     assert cache.summary()["images"] == 0
 
@@ -76,11 +92,13 @@ def test_the_cache_is_bounded_by_entries_and_bytes():
     cache = ScreenCache(entries=2, max_bytes=10)
     keys = [_key(screen={**SCREEN, "html": str(i)}) for i in range(3)]
     for key in keys:
-        cache.store(key, b"1234")
+        cache.store(key, b"1234", "")
     assert cache.summary()["images"] == 2 and cache.lookup(keys[0]).image is None  # oldest out
-    cache.store(_key(screen={**SCREEN, "html": "big"}), b"12345678")
+    cache.store(_key(screen={**SCREEN, "html": "big"}), b"12345678", "")
     assert cache.summary()["bytes"] <= 10
-    cache.store(_key(screen={**SCREEN, "html": "huge"}), b"x" * 11)
+    cache.store(_key(screen={**SCREEN, "html": "huge"}), b"x" * 11, "")
+    cache.store(_key(screen={**SCREEN, "html": "tall"}), b"12345", "123456")  # the hierarchy counts
+    assert cache.summary()["bytes"] <= 10
     assert cache.summary()["bytes"] <= 10
 
 
@@ -91,7 +109,7 @@ def test_misses_that_come_together_wait_for_one_capture():
     assert first.lead and first.image is None and first.pending is None
     assert second.pending is third.pending and second.pending is not None
     assert not second.pending.done()
-    cache.store(key, b"shot")
+    cache.store(key, b"shot", "")
     assert second.pending.result(0) == b"shot"
     # after the wait the usual rule: the first reuse captures again, later ones are served
     again = [cache.lookup(key, coalesce=False) for _ in range(2)]
@@ -108,7 +126,7 @@ def test_a_leader_that_gives_up_sends_its_waiters_to_capture():
     assert waiter.pending is not None and waiter.pending.result(0) is None
     assert cache.lookup(key, coalesce=False) == type(lead)(key)  # capture, lead nothing
     assert cache.lookup(key).lead  # the next miss leads again
-    cache.store(key, b"shot")
+    cache.store(key, b"shot", "")
     cache.give_up(key)  # after a store: nothing to release
     assert cache.summary()["stored"] == 1
 
@@ -116,9 +134,9 @@ def test_a_leader_that_gives_up_sends_its_waiters_to_capture():
 def test_a_mismatch_releases_the_waiters_with_nothing():
     cache = ScreenCache()
     key = _key()
-    cache.store(key, b"one")
+    cache.store(key, b"one", "")
     assert cache.lookup(key).image is None  # the first reuse: capture again
-    cache.store(key, b"two")  # disagrees: dropped and never cached again
+    cache.store(key, b"two", "")  # disagrees: dropped and never cached again
     assert all(not (lk.lead or lk.pending) for lk in (cache.lookup(key) for _ in range(3)))
 
 
@@ -148,9 +166,18 @@ def _page_capture(host: EnvHost, env: RealbenchEnv) -> bytes:
     return device._run(device._capture(), "capture")
 
 
+def _page_dump(host: EnvHost, env: RealbenchEnv) -> str:
+    return host.env(env.env_id)._device.hierarchy()
+
+
 def _image(env: RealbenchEnv) -> bytes:
     assert env._last is not None
     return env._last.observation.image
+
+
+def _hierarchy(env: RealbenchEnv) -> str:
+    assert env._last is not None
+    return env._last.observation.hierarchy
 
 
 @pytest.mark.browser
@@ -177,8 +204,9 @@ def test_resets_serve_the_start_screen_that_the_page_itself_draws(host, pack):
         assert summary["hits"] == 1 and summary["mismatches"] == 0
         served = _image(envs[0])
         assert served == _page_capture(host, envs[0])
+        assert _hierarchy(envs[0]) == _page_dump(host, envs[0])
         plain.reset(seed=3)
-        assert _image(plain) == served
+        assert _image(plain) == served and _hierarchy(plain) == _hierarchy(envs[0])
         # a step captures what the action changed: no cache
         envs[0].step(CLICK_LIST)
         assert host.screen_cache.summary()["hits"] == 1
@@ -202,6 +230,28 @@ def test_a_wrong_cached_image_is_caught_by_the_next_check_and_never_served(host,
         assert _image(env) == _image(plain) == _page_capture(host, env)
         env.reset(seed=3)
         env.reset(seed=4)
+        summary = host.screen_cache.summary()
+        assert summary["mismatches"] == 1 and summary["hits"] == 0 and summary["images"] == 0
+    finally:
+        env.close()
+        plain.close()
+
+
+@pytest.mark.browser
+def test_a_wrong_cached_hierarchy_is_caught_by_the_next_check_and_never_served(host, pack):
+    host.screen_cache.verify_every = 1
+    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+    try:
+        env.reset(seed=1)
+        [entry] = host.screen_cache._images.values()
+        entry.hierarchy = entry.hierarchy.replace('clickable="true"', 'clickable="false"', 1)
+        env.reset(seed=2)
+        plain.reset(seed=2)
+        assert _hierarchy(env) == _hierarchy(plain) == _page_dump(host, env)
+        for seed in (3, 4):
+            env.reset(seed=seed)
+            assert _hierarchy(env) == _page_dump(host, env)
         summary = host.screen_cache.summary()
         assert summary["mismatches"] == 1 and summary["hits"] == 0 and summary["images"] == 0
     finally:

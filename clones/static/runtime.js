@@ -454,10 +454,12 @@
   }
 
   // `settled`, then the hierarchy dump in the same task: an observation that captures after it
-  // needs one evaluation in the page (see devices/rl/core.py).
-  function settledDump(scale) {
+  // needs one evaluation in the page (see devices/rl/core.py). `dump === false`: no dump (the
+  // caller has the screen's hierarchy already, devices/rl/screen_cache.py).
+  function settledDump(scale, dump) {
     return settled(false).then(function (result) {
-      return { settled: result, hierarchy: result && result.error ? null : dumpHierarchy(scale) };
+      var skip = dump === false || (result && result.error);
+      return { settled: result, hierarchy: skip ? null : dumpHierarchy(scale) };
     });
   }
 

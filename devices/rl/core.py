@@ -93,7 +93,7 @@ def parse_policy_action(action: Any) -> Action:
 # to the page before the capture, and the dump's style and layout work is done before the capture
 # asks for a frame instead of holding that frame back. (`CloneDevice` dumps beside its capture:
 # there the capture re-renders the page for its scaled clip, and the dump overlaps that.)
-_SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale, tick]) => {
+_SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale, tick, dump]) => {
   if (screen) window.__rb.apply(screen, true);
   if (tick) {
     let t = document.getElementById('rb-frame-tick');
@@ -109,7 +109,7 @@ _SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale, tick]) => {
     flip();
     for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
   }
-  return window.__rb.settledDump(scale).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
+  return window.__rb.settledDump(scale, dump).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
 }"""
 
 
@@ -182,18 +182,24 @@ class RLCloneDevice(CloneDevice):
         self, cache: ScreenCache | None, found: Lookup | None, screen: dict[str, Any] | None
     ) -> tuple[bytes, str]:
         # an image about to be served (or another page's capture of it) needs no frame drawn for a
-        # capture here: no ticks then
+        # capture here: no ticks then; an observation about to be served needs no dump either
         serve = found is not None and (found.image is not None or found.pending is not None)
-        result = await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve])
+        cached = found is not None and found.image is not None
+        result = await self._page_eval(
+            _SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve, not cached]
+        )
         self._check_settled(result["settled"])
         self._require_page()
-        hierarchy = str(result["hierarchy"])
+        hierarchy = None if result["hierarchy"] is None else str(result["hierarchy"])
         if cache is None or found is None:
+            assert hierarchy is not None
             return await self._capture(), hierarchy
         if not result["still"]:
             cache.not_still()
             if found.lead:  # nothing to share: the waiters need not wait for this capture
                 cache.give_up(found.key)
+            if hierarchy is None:
+                hierarchy = await self._dump()
             if serve:  # ticks after all, for the capture this screen needs
                 await self._tick()
             return await self._capture(), hierarchy
@@ -202,14 +208,17 @@ class RLCloneDevice(CloneDevice):
             if found.image is None:
                 await self._tick()
         if found.image is not None:
+            assert found.hierarchy is not None
             cache.served()
-            return found.image, hierarchy
+            return found.image, found.hierarchy if hierarchy is None else hierarchy
+        if hierarchy is None:  # served nothing after all (a lookup again after a wait)
+            hierarchy = await self._dump()
         image = await self._capture()
-        cache.store(found.key, image)
+        cache.store(found.key, image, hierarchy)
         return image, hierarchy
 
     async def _tick(self) -> None:
-        await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [None, self.emulation.scale, True])
+        await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [None, self.emulation.scale, True, False])
 
     @staticmethod
     async def _wait_for_capture(cache: ScreenCache, found: Lookup) -> Lookup:

@@ -1,16 +1,17 @@
-"""Images of screens a reset or restore swaps in, captured once per host and checked again now and then.
+"""Observations of screens a reset or restore swaps in, taken once per host and checked again now and then.
 
 RL environments reset to a handful of start screens (the train-ticketing pack's 78 tasks start on
 3 distinct screens, the bank's 91 on 5), and a GRPO group restores many environments into one
 snapshot's screen. A page that shows a given screen payload on a fresh swap draws the same pixels
 whichever environment's page it is (held by tests/test_rl_vector.py and tests/test_rl_env.py with
-this cache off), so the capture of such a screen is taken once and reused: a reset then costs the
-swap and the hierarchy dump, not the capture (about half of it, docs/benchmarks.md).
+this cache off), so the capture of such a screen is taken once and reused, with the hierarchy dumped
+beside it: a reset then costs the swap, not the capture and the dump (docs/benchmarks.md).
 
 Only screens the page reports as still are cached: nothing counting down, animating, loading, focused
-(a caret blinks) or scrolled. The first reuse of every image captures again and compares the bytes,
-and so does every `verify_every`-th reuse after it; a screen whose captures disagree is never cached
-again (logged, and counted in `stats`). Steps never use the cache: what an action changes is captured.
+(a caret blinks) or scrolled. The first reuse of every screen captures and dumps again and compares
+the image's bytes and the hierarchy's text, and so does every `verify_every`-th reuse after it; a
+screen whose observations disagree is never cached again (logged, and counted in `stats`). Steps never
+use the cache: what an action changes is captured.
 
 Misses of one screen that come together (a batched reset of every environment onto the same start
 screen) are coalesced: the first takes the capture, the others swap the screen in meanwhile and wait
@@ -40,10 +41,10 @@ MAX_UNCACHEABLE = 4096
 
 @dataclass
 class ScreenCacheStats:
-    hits: int = 0  # images served without a capture
-    stored: int = 0  # captures of still screens kept
-    verified: int = 0  # reuses that captured again and found the same bytes
-    mismatches: int = 0  # reuses that captured again and found other bytes (the screen is dropped)
+    hits: int = 0  # observations served without a capture or a dump
+    stored: int = 0  # observations of still screens kept
+    verified: int = 0  # reuses that observed again and found the same image and hierarchy
+    mismatches: int = 0  # reuses that observed again and found others (the screen is dropped)
     not_still: int = 0  # screens the page reported as changing by themselves (never cached)
     waited: int = 0  # misses that waited for another environment's capture of the same screen
 
@@ -51,7 +52,12 @@ class ScreenCacheStats:
 @dataclass
 class _Entry:
     image: bytes
+    hierarchy: str
     reuses: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.image) + len(self.hierarchy)
 
 
 @dataclass(frozen=True)
@@ -61,12 +67,14 @@ class CacheKey:
 
 @dataclass
 class Lookup:
-    """What to do with a screen: serve `image`; or wait for `pending` (another caller's capture of
-    it, None if that caller gave up) and look up again; or capture and hand the bytes to
-    `ScreenCache.store`. A caller that `lead`s must `store` or `give_up`: others wait on it."""
+    """What to do with a screen: serve `image` and `hierarchy`; or wait for `pending` (another
+    caller's capture of it, None if that caller gave up) and look up again; or capture and dump and
+    hand both to `ScreenCache.store`. A caller that `lead`s must `store` or `give_up`: others wait
+    on it."""
 
     key: CacheKey
     image: bytes | None = None
+    hierarchy: str | None = None
     lead: bool = False
     pending: Future[bytes | None] | None = None
 
@@ -109,11 +117,11 @@ class ScreenCache:
             entry.reuses += 1
             if entry.reuses == 1 or entry.reuses % self.verify_every == 0:
                 return Lookup(key)  # capture again; `store` compares
-            return Lookup(key, entry.image)
+            return Lookup(key, entry.image, entry.hierarchy)
 
-    def store(self, key: CacheKey, image: bytes) -> None:
-        """The bytes a capture of `key`'s screen gave (after a `lookup` that served nothing)."""
-        stored = self._store(key, image)
+    def store(self, key: CacheKey, image: bytes, hierarchy: str) -> None:
+        """What a capture and a dump of `key`'s screen gave (after a `lookup` that served nothing)."""
+        stored = self._store(key, image, hierarchy)
         self._release(key, image if stored else None)
 
     def give_up(self, key: CacheKey) -> None:
@@ -129,13 +137,13 @@ class ScreenCache:
             with contextlib.suppress(InvalidStateError):
                 pending.set_result(image)
 
-    def _store(self, key: CacheKey, image: bytes) -> bool:
+    def _store(self, key: CacheKey, image: bytes, hierarchy: str) -> bool:
         with self._lock:
             if key in self._uncacheable:
                 return False
             entry = self._images.get(key)
             if entry is not None:
-                if entry.image == image:
+                if entry.image == image and entry.hierarchy == hierarchy:
                     self.stats.verified += 1
                     return True
                 self.stats.mismatches += 1
@@ -144,15 +152,18 @@ class ScreenCache:
                 while len(self._uncacheable) > MAX_UNCACHEABLE:
                     self._uncacheable.popitem(last=False)
                 log.warning(
-                    "a screen drew other pixels on another capture (%d and %d bytes); it is no longer cached",
+                    "a screen gave another observation when observed again (image %d and %d bytes, "
+                    "hierarchy %s); it is no longer cached",
                     len(entry.image),
                     len(image),
+                    "the same" if entry.hierarchy == hierarchy else "different",
                 )
                 return False
-            if len(image) > self.max_bytes:
+            fresh = _Entry(image, hierarchy)
+            if fresh.size > self.max_bytes:
                 return False
-            self._images[key] = _Entry(image)
-            self._bytes += len(image)
+            self._images[key] = fresh
+            self._bytes += fresh.size
             self.stats.stored += 1
             while len(self._images) > self.entries or self._bytes > self.max_bytes:
                 self._forget(next(iter(self._images)))
@@ -173,4 +184,4 @@ class ScreenCache:
 
     def _forget(self, key: CacheKey) -> None:
         entry = self._images.pop(key)
-        self._bytes -= len(entry.image)
+        self._bytes -= entry.size
