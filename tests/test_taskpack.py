@@ -81,6 +81,18 @@ def test_valid_pack_parses_and_samples_deterministically():
     assert check_pack(pack) == []
 
 
+def test_an_instance_holds_a_loaded_task_and_nothing_else():
+    from pydantic import ValidationError
+
+    from realbench.taskpack import TaskInstance
+
+    task = parse_pack(copy.deepcopy(VALID), "mem.yaml").task("book_next_monday")
+    instance = task.instantiate(7, date(2026, 3, 4))
+    assert instance.task is task
+    with pytest.raises(ValidationError, match="loaded Task"):
+        TaskInstance(task=task.model_dump(), seed=1, params={}, instruction="x")
+
+
 def test_sampling_does_not_touch_global_random_state():
     import random
 

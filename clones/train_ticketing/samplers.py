@@ -110,12 +110,13 @@ def trip_candidates(state: State, args: TripArgs, today: date) -> list[tuple[str
     pool = list(args.cities) if args.cities else list(state["world"]["hot_cities"])
     froms = [args.from_city] if args.from_city else pool
     tos = [args.to_city] if args.to_city else pool
+    city = {name: city_of(name) for name in {*froms, *tos}}
+    pairs = [(f, t) for f in froms for t in tos if city[f] != city[t]]
     out: list[tuple[str, str, str]] = []
     for expr in args.dates:
         day = dates.resolve(expr, today).iso
-        if not booking.in_window(state, day):
-            continue
-        out += [(f, t, expr) for f in froms for t in tos if city_of(f) != city_of(t)]
+        if booking.in_window(state, day):
+            out += [(f, t, expr) for f, t in pairs]
     return out
 
 
