@@ -393,6 +393,9 @@ def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(h
         assert summary["stored"] + summary["verified"] < n
         plain.reset(seed=0)
         assert images == {_image(plain)}
+        # the waiters served the leader's dump: the one each page dumps of itself
+        assert {r.observation.hierarchy for r in results} == {_hierarchy(plain)}
+        assert all(r.observation.hierarchy == host.env(i)._device.hierarchy() for r, i in zip(results, ids))
     finally:
         host.close_envs(ids)
         plain.close()

@@ -181,12 +181,12 @@ class RLCloneDevice(CloneDevice):
     async def _observe_through(
         self, cache: ScreenCache | None, found: Lookup | None, screen: dict[str, Any] | None
     ) -> tuple[bytes, str]:
-        # an image about to be served (or another page's capture of it) needs no frame drawn for a
-        # capture here: no ticks then; an observation about to be served needs no dump either
+        # an observation about to be served (or another page's capture and dump of it) needs no
+        # frame drawn for a capture here, nor a dump: no ticks then, and the dump only if the
+        # cache has nothing to serve after all
         serve = found is not None and (found.image is not None or found.pending is not None)
-        cached = found is not None and found.image is not None
         result = await self._page_eval(
-            _SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve, not cached]
+            _SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve, not serve]
         )
         self._check_settled(result["settled"])
         self._require_page()
@@ -205,14 +205,13 @@ class RLCloneDevice(CloneDevice):
             return await self._capture(), hierarchy
         if found.pending is not None:
             found = await self._wait_for_capture(cache, found)
-            if found.image is None:
-                await self._tick()
         if found.image is not None:
             assert found.hierarchy is not None
             cache.served()
-            return found.image, found.hierarchy if hierarchy is None else hierarchy
+            return found.image, found.hierarchy
         if hierarchy is None:  # served nothing after all (a lookup again after a wait)
             hierarchy = await self._dump()
+            await self._tick()
         image = await self._capture()
         cache.store(found.key, image, hierarchy)
         return image, hierarchy
