@@ -88,7 +88,11 @@ def parse_policy_action(action: Any) -> Action:
 # A 1x1 px, fully transparent, click-through element outside #app (so neither the screenshot's
 # pixels nor the hierarchy change) whose colour flips before every capture. Measured with 40
 # pages in one browser: about 1 capture in 20 waited ~1 s for a frame when the page had already
-# drawn its last change; with fresh damage before each capture, 1 in 120. The same evaluation
+# drawn its last change; with fresh damage before each capture, 1 in 120. Four more flips 10-100
+# ms later were insurance once; with captures over the direct DevTools session none of 3,200
+# captures with 50-60 pages in one browser took over 300 ms without them, idle or with both cores
+# busy elsewhere, and each flip drew a frame: 2-3 ms of Chromium's CPU per step (docs/benchmarks.md,
+# RL environments). The same evaluation
 # swaps a reset's screen in, waits for the page to settle and dumps the hierarchy: one round trip
 # to the page before the capture, and the dump's style and layout work is done before the capture
 # asks for a frame instead of holding that frame back. (`CloneDevice` dumps beside its capture:
@@ -103,11 +107,7 @@ _SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale, tick, dump]) => {
       t.style.cssText = 'position:fixed;left:0;top:0;width:1px;height:1px;pointer-events:none;';
       document.documentElement.appendChild(t);
     }
-    const flip = () => {
-      t.style.backgroundColor = t.style.backgroundColor === 'rgba(0, 0, 0, 0)' ? 'rgba(0, 0, 1, 0)' : 'rgba(0, 0, 0, 0)';
-    };
-    flip();
-    for (const ms of [10, 25, 50, 100]) setTimeout(flip, ms);
+    t.style.backgroundColor = t.style.backgroundColor === 'rgba(0, 0, 0, 0)' ? 'rgba(0, 0, 1, 0)' : 'rgba(0, 0, 0, 0)';
   }
   return window.__rb.settledDump(scale, dump).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
 }"""
