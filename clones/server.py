@@ -40,7 +40,6 @@ per-client and total connection caps (`realbench.http_guard.server_config`).
 from __future__ import annotations
 
 import asyncio
-import copy
 import errno
 import functools
 import html
@@ -183,7 +182,7 @@ def check_state_shape(state: Any, clone: Clone | None = None) -> State:
     return state
 
 
-def _working_copy(state: State) -> State:
+def working_copy(state: State) -> State:
     """A copy a handler may mutate. The world is read-only by contract, so copies (working states,
     snapshots, baselines) share it instead of copying it."""
     return {k: (v if k == "world" else copy_tree(v)) for k, v in state.items()}
@@ -220,7 +219,7 @@ class Session:
     def reset_to(self, state: State) -> None:
         """Start over from `state` as an app launch would: new baseline, overlays re-armed."""
         self.state = state
-        self.baseline = _working_copy(state)
+        self.baseline = working_copy(state)
         if self.overlays is not None:
             self.overlays.arm()
         self.version += 1
@@ -242,7 +241,7 @@ class Session:
             self.state["ui"]["form"].update(event.form)
             self.version += 1
             return
-        work = _working_copy(self.state)
+        work = working_copy(self.state)
         try:
             self.clone.handle(work, event)
         except CloneError as exc:
@@ -314,7 +313,7 @@ class SessionStore:
                 hint="delete sessions you no longer use (DELETE /api/sessions/ID), or raise --max-sessions",
             )
         if body.state is not None:
-            state = check_state_shape(copy.deepcopy(body.state), clone)
+            state = check_state_shape(working_copy(body.state), clone)
         else:
             state = self.build(clone, body.setup, body.params, drift)
         session = Session(id=secrets.token_hex(8), clone=clone, state=state, drift=drift)
@@ -341,7 +340,7 @@ class SessionStore:
 
     def snapshot(self, session: Session) -> str:
         with session.lock:
-            snap = Snapshot(session.clone.name, _working_copy(session.state))
+            snap = Snapshot(session.clone.name, working_copy(session.state))
         sid = "snap-" + secrets.token_hex(8)
         with self._lock:
             self._snapshots[sid] = snap
@@ -372,9 +371,9 @@ class SessionStore:
         if len(given) != 1:
             raise ApiError(400, "restore takes exactly one of 'snapshot', 'state' or 'setup'")
         if body.snapshot is not None:
-            state = _working_copy(self.snapshot_for(session, body.snapshot).state)
+            state = working_copy(self.snapshot_for(session, body.snapshot).state)
         elif body.state is not None:
-            state = check_state_shape(copy.deepcopy(body.state), session.clone)
+            state = check_state_shape(working_copy(body.state), session.clone)
         else:
             state = self.build(session.clone, body.setup, body.params, session.drift)
         with session.lock:

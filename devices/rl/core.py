@@ -10,7 +10,6 @@ agent failure: the episode ends as an unscored abort (``info["aborted"]``, outco
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import threading
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from clones.base import Clone, State
-from clones.server import Session, render_screen
+from clones.server import Session, render_screen, working_copy
 from devices.clone_browser import Emulation
 from devices.clone_device import CloneDevice
 from devices.rl import cdp
@@ -49,11 +48,6 @@ SEED_SPACE = 2**31
 # how long a reset waits for another page's capture of its screen before taking its own
 COALESCE_WAIT_S = 10.0
 VERDICT_FIELDS = {"success", "progress", "side_effects", "reason", "name"}
-
-
-def working_copy(state: State) -> State:
-    """A copy a session may mutate; the world is read-only by the clone contract, so it is shared."""
-    return {k: (v if k == "world" else copy.deepcopy(v)) for k, v in state.items()}
 
 
 def model_image_size(config: EnvConfig, width: int, height: int) -> ImageSize:
