@@ -79,38 +79,25 @@ def parse_policy_action(action: Any) -> Action:
     return parse_action(action)
 
 
-# A 1x1 px, fully transparent, click-through element outside #app (so neither the screenshot's
-# pixels nor the hierarchy change) whose colour flips before every capture. Measured with 40
-# pages in one browser: about 1 capture in 20 waited ~1 s for a frame when the page had already
-# drawn its last change; with fresh damage before each capture, 1 in 120. Four more flips 10-100
-# ms later were insurance once; with captures over the direct DevTools session none of 3,200
-# captures with 50-60 pages in one browser took over 300 ms without them, idle or with both cores
-# busy elsewhere, and each flip drew a frame: 2-3 ms of Chromium's CPU per step (docs/benchmarks.md,
-# RL environments). The same evaluation
-# swaps a reset's screen in, waits for the page to settle and dumps the hierarchy: one round trip
-# to the page before the capture, and the dump's style and layout work is done before the capture
-# asks for a frame instead of holding that frame back. (`CloneDevice` dumps beside its capture:
-# there the capture re-renders the page for its scaled clip, and the dump overlaps that.)
-_SHOW_TICK_SETTLE_DUMP_JS = """([screen, scale, tick, dump]) => {
+# One evaluation swaps a reset's screen in, waits for the page to settle and dumps the hierarchy:
+# one round trip to the page before the capture, and the dump's style and layout work is done
+# before the capture asks for a frame instead of holding that frame back. (`CloneDevice` dumps
+# beside its capture: there the capture re-renders the page for its scaled clip, and the dump
+# overlaps that.) A capture needs no fresh damage: Chromium draws for the copy request itself
+# (300 captures of idle pages, 40 in one browser: p50 15 ms, none over 35 ms). Invisible damage
+# before every capture (a 1 px element whose colour flipped, and four more flips 10-100 ms later)
+# was needed with an older Chromium, where 1 capture in 20 waited ~1 s; it drew a frame per flip,
+# 2-5 ms of Chromium's CPU per step (docs/benchmarks.md, RL environments).
+_SHOW_SETTLE_DUMP_JS = """([screen, scale, dump]) => {
   if (screen) window.__rb.apply(screen, true);
-  if (tick) {
-    let t = document.getElementById('rb-frame-tick');
-    if (!t) {
-      t = document.createElement('div');
-      t.id = 'rb-frame-tick';
-      t.style.cssText = 'position:fixed;left:0;top:0;width:1px;height:1px;pointer-events:none;';
-      document.documentElement.appendChild(t);
-    }
-    t.style.backgroundColor = t.style.backgroundColor === 'rgba(0, 0, 0, 0)' ? 'rgba(0, 0, 1, 0)' : 'rgba(0, 0, 0, 0)';
-  }
   return window.__rb.settledDump(scale, dump).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
 }"""
 
 
 class RLCloneDevice(CloneDevice):
-    """The clone device, plus fresh (invisible) damage before each capture so Chromium draws a
-    new frame for it instead of waiting for its fallback; with a `screen_cache`, the image of a
-    still screen that a reset or restore swaps in is captured once per host (see `ScreenCache`)."""
+    """The clone device over a direct DevTools session, observing with one evaluation before the
+    capture; with a `screen_cache`, the observation of a still screen that a reset or restore swaps
+    in is taken once per host (see `ScreenCache`)."""
 
     # Every episode starts with a reset or restore that swaps its screen in, so a page opens without
     # one: the renderer and the compositor do not lay out and draw a screen nobody captures.
@@ -155,13 +142,13 @@ class RLCloneDevice(CloneDevice):
         return await direct.evaluate(script, arg)
 
     def observe(self) -> Observation:
-        return self._observation(self._run(self._ticked_observe(None), "observe"))
+        return self._observation(self._run(self._observe_screen(None), "observe"))
 
     def show_and_observe(self, screen: dict[str, Any]) -> Observation:
         """`show` a screen payload, then `observe` it."""
-        return self._observation(self._run(self._ticked_observe(screen), "show and observe"))
+        return self._observation(self._run(self._observe_screen(screen), "show and observe"))
 
-    async def _ticked_observe(self, screen: dict[str, Any] | None) -> tuple[bytes, str]:
+    async def _observe_screen(self, screen: dict[str, Any] | None) -> tuple[bytes, str]:
         cache = self.screen_cache if screen is not None else None
         found = None
         if cache is not None and screen is not None:
@@ -176,12 +163,9 @@ class RLCloneDevice(CloneDevice):
         self, cache: ScreenCache | None, found: Lookup | None, screen: dict[str, Any] | None
     ) -> tuple[bytes, str]:
         # an observation about to be served (or another page's capture and dump of it) needs no
-        # frame drawn for a capture here, nor a dump: no ticks then, and the dump only if the
-        # cache has nothing to serve after all
+        # dump here, unless the cache has nothing to serve after all
         serve = found is not None and (found.image is not None or found.pending is not None)
-        result = await self._page_eval(
-            _SHOW_TICK_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve, not serve]
-        )
+        result = await self._page_eval(_SHOW_SETTLE_DUMP_JS, [screen, self.emulation.scale, not serve])
         self._check_settled(result["settled"])
         self._require_page()
         hierarchy = None if result["hierarchy"] is None else str(result["hierarchy"])
@@ -194,8 +178,6 @@ class RLCloneDevice(CloneDevice):
                 cache.give_up(found.key)
             if hierarchy is None:
                 hierarchy = await self._dump()
-            if serve:  # ticks after all, for the capture this screen needs
-                await self._tick()
             return await self._capture(), hierarchy
         if found.pending is not None:
             found = await self._wait_for_capture(cache, found)
@@ -205,13 +187,9 @@ class RLCloneDevice(CloneDevice):
             return found.image, found.hierarchy
         if hierarchy is None:  # served nothing after all (a lookup again after a wait)
             hierarchy = await self._dump()
-            await self._tick()
         image = await self._capture()
         cache.store(found.key, image, hierarchy)
         return image, hierarchy
-
-    async def _tick(self) -> None:
-        await self._page_eval(_SHOW_TICK_SETTLE_DUMP_JS, [None, self.emulation.scale, True, False])
 
     @staticmethod
     async def _wait_for_capture(cache: ScreenCache, found: Lookup) -> Lookup:
