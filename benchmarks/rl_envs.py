@@ -11,9 +11,10 @@ processes (one Chromium each) at the model's resolution, then measures:
 - ``reset_p50_ms`` / ``reset_p95_ms``: single-environment reset latency (restore the task's start
   state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
   with the screen cache (the default; ``--no-screen-cache`` turns it off) the start screen's image
-  is captured once per worker and reused, re-checked against a new capture now and then
-  (``screen_cache_counts``: images served, stored, re-checked equal, found different, and misses
-  that waited for another page's capture of the same screen instead of taking their own);
+  and hierarchy are taken once per worker and reused, re-checked against a new capture and dump now
+  and then (``screen_cache_counts``: observations served, stored, re-checked equal, found
+  different, and misses that waited for another page's capture of the same screen instead of taking
+  their own);
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
   together with random taps and back keys (each step: act, wait for the page, capture);
 - ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N;

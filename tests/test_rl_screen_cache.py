@@ -395,7 +395,8 @@ def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(h
         assert images == {_image(plain)}
         # the waiters served the leader's dump: the one each page dumps of itself
         assert {r.observation.hierarchy for r in results} == {_hierarchy(plain)}
-        assert all(r.observation.hierarchy == host.env(i)._device.hierarchy() for r, i in zip(results, ids))
+        for result, env_id in zip(results, ids, strict=True):
+            assert result.observation.hierarchy == host.env(env_id)._device.hierarchy()
     finally:
         host.close_envs(ids)
         plain.close()
