@@ -22,7 +22,9 @@ processes (one Chromium each) at the model's resolution, then measures:
   Playwright's drivers, Chromium) while stepping, per environment step, by process kind: unlike
   the latencies, it hardly moves with other work on the machine;
 - ``cpu``, ``cores``, ``load_avg_before`` and ``load_avg`` (1/5/15-minute, before and after the run):
-  figures from a loaded machine are not comparable with a quiet one's.
+  figures from a loaded machine are not comparable with a quiet one's; ``host_speed_ms_before`` and
+  ``host_speed_ms`` (before and after): one core's time for a fixed piece of work, since the same
+  host, idle, runs up to 40 % slower in some hours than in others.
 
 ``--worker-import module:function`` calls a function in every worker before its host starts, e.g.
 one that switches a setting off, so that two variants run alternately from the same tree.
@@ -47,7 +49,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine_info import machine_facts  # noqa: E402
+from benchmarks.machine_info import host_speed_ms, machine_facts  # noqa: E402
 from devices.clone_browser import descendant_pids  # noqa: E402
 from devices.rl.errors import ErrorInfo  # noqa: E402
 from devices.rl.vector import CloneVectorEnv  # noqa: E402
@@ -99,6 +101,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     imports = (*imports, *args.worker_import)
     rng = np.random.default_rng(args.seed)
     load_before = [round(x, 2) for x in os.getloadavg()]
+    speed_before = host_speed_ms()
     t0 = time.perf_counter()
     venv = CloneVectorEnv(
         n,
@@ -150,6 +153,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     return {
         **machine_facts(),
         "load_avg_before": load_before,
+        "host_speed_ms_before": speed_before,
         "envs": n,
         "workers": min(args.workers, n),
         "short_side": args.short_side,
