@@ -97,9 +97,10 @@ def test_the_cache_is_bounded_by_entries_and_bytes():
     cache.store(_key(screen={**SCREEN, "html": "big"}), b"12345678", "")
     assert cache.summary()["bytes"] <= 10
     cache.store(_key(screen={**SCREEN, "html": "huge"}), b"x" * 11, "")
-    cache.store(_key(screen={**SCREEN, "html": "tall"}), b"12345", "123456")  # the hierarchy counts
     assert cache.summary()["bytes"] <= 10
-    assert cache.summary()["bytes"] <= 10
+    # a 5-byte image with a 6-character hierarchy is over the bound: refused, "big" stays
+    cache.store(_key(screen={**SCREEN, "html": "tall"}), b"12345", "123456")
+    assert (cache.summary()["images"], cache.summary()["bytes"]) == (1, 8)
 
 
 def test_misses_that_come_together_wait_for_one_capture():
