@@ -18,10 +18,7 @@ workers never share one.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ from typing import Any
 import pytest
 
 from realbench.taskpack import TaskPack, load_pack
+from tests.adb_support import kill_adb_server, start_adb_server
 from tests.other_toy import register_other_toy, unregister_other_toy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,19 +113,12 @@ def browser_pool() -> Iterator[Any]:
         yield pool
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _private_adb_server() -> Iterator[int]:
     import adbutils
 
-    port = free_port()
-    env = {**os.environ, "ANDROID_ADB_SERVER_PORT": str(port)}
-    subprocess.run(["adb", "start-server"], env=env, check=True, capture_output=True, timeout=30)
+    env = start_adb_server()
+    port = int(env["ANDROID_ADB_SERVER_PORT"])
     try:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ANDROID_ADB_SERVER_PORT", str(port))
@@ -135,7 +126,7 @@ def _private_adb_server() -> Iterator[int]:
             mp.setattr(adbutils, "adb", adbutils.AdbClient(port=port))
             yield port
     finally:
-        subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
+        kill_adb_server(env)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from devices.rig import DEFAULT_ADB_PORT  # a lab's own adb server: a snippet must not start or use it
-from tests.conftest import free_port
+from tests.adb_support import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from devices.virtual.control import PhoneControl
 from realbench.errors import RealbenchError
 from realbench.store import RunStore
 from realbench.taskpack import load_pack
+from tests.adb_support import kill_adb_server, start_adb_server
 
 pytestmark = pytest.mark.farm
 
@@ -33,22 +33,11 @@ TASKS = ["passenger-delete", "passenger-add", "settings-push-off", "reminder-del
 TICKET = "com.MobileTicket"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture()
 def vphone_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     """An own adb server and state folder, with the rig's two virtual phones up (reused by the run)."""
-    env = {
-        **os.environ,
-        "ANDROID_ADB_SERVER_PORT": str(_free_port()),
-        "XDG_RUNTIME_DIR": str(tmp_path / "runtime"),
-    }
     (tmp_path / "runtime").mkdir()
-    subprocess.run(["adb", "start-server"], env=env, check=True, capture_output=True, timeout=30)
+    env = start_adb_server({**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "runtime")})
     cli = [sys.executable, "-m", "realbench", "vphone"]
     try:
         up = subprocess.run(
@@ -63,7 +52,7 @@ def vphone_env(tmp_path: Path) -> Iterator[dict[str, str]]:
         yield env
     finally:
         subprocess.run([*cli, "down"], env=env, capture_output=True, timeout=60)
-        subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
+        kill_adb_server(env)
 
 
 def _ticket_states(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
