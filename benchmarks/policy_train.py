@@ -231,6 +231,7 @@ def main() -> None:
     parser.add_argument("--prefix-starts", type=float, default=0.0)
     parser.add_argument("--prefix-temperature", type=float, default=None)
     parser.add_argument("--entropy-all", action="store_true")
+    parser.add_argument("--row-context", action="store_true")
     parser.add_argument("--eval-seeds", default="0,1")
     parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once (one process each)")
     parser.add_argument("--json", action="store_true")
@@ -257,6 +258,7 @@ def main() -> None:
             "prefix_starts": args.prefix_starts,
             "prefix_temperature": args.prefix_temperature,
             "entropy_all": args.entropy_all,
+            "shape": {"context": True} if args.row_context else {},
         }
         heldout = [t for t in args.heldout.split(",") if t]
         seeds = [int(s) for s in args.seeds.split(",")]

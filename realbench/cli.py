@@ -622,10 +622,18 @@ def train_cmd(
             help="Sampling temperature of the groups started after a prefix (default: --temperature)",
         ),
     ] = None,
+    row_context: Annotated[
+        bool,
+        typer.Option(
+            "--row-context",
+            help="The policy also reads each control's row labels (the words beside a switch, a passenger's name beside 退票)",
+        ),
+    ] = False,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
 ) -> None:
     """Train a small element policy by RL on the clone, browser-free (needs the train extra: torch)."""
     from devices.rl.policy_train import TrainConfig, train
+    from realbench.agents.policy_net import PolicyShape
 
     def ids(text: str | None) -> list[str]:
         return [t.strip() for t in (text or "").split(",") if t.strip()]
@@ -649,6 +657,7 @@ def train_cmd(
         eval_seeds=[int(s) for s in ids(eval_seeds)],
         prefix_starts=prefix_starts,
         prefix_temperature=prefix_temperature,
+        shape=PolicyShape(context=row_context),
     )
     result = train(config, out, progress=progress)
     first, last = result.curve[0], result.curve[-1]

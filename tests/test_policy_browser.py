@@ -94,3 +94,53 @@ def test_browser_free_episodes_get_the_same_verdicts_in_the_browser(host, traine
         env.close()
     assert any(f for f, _ in verdicts), "no episode succeeded: the test compared failures only"
     assert not all(f for f, _ in verdicts), "no episode failed: the test compared successes only"
+
+
+@pytest.mark.parametrize("task_id", ["settings-push-off", "refund-one-passenger"])
+def test_row_labels_read_in_the_browser_are_those_trained_on(host, task_id: str) -> None:
+    """A policy trained on the browser-free path reads each control's row labels there; on a phone
+    or a clone page it reads them from the dumped hierarchy. Along the golden plan both must give
+    every visible control the same words (else what was learned about 消息推送's switch or 王芳's
+    退票 would not carry over)."""
+    import clones.registry  # noqa: F401
+    from devices.rl.policy_env import FreeEpisode
+    from devices.rl.policy_prefix import prefix_limit, replay_prefix
+    from devices.rl.policy_train import Roller, TrainConfig
+    from realbench.agents.policy import views_of
+    from realbench.agents.policy_features import Memory, actionable
+    from realbench.hierarchy import strip_spacing
+    from realbench.taskpack import load_pack
+
+    pack = load_pack("taskpacks/train_ticketing")
+    task = next(t for t in pack.tasks if t.id == task_id)
+    roller = Roller(pack, TrainConfig(pack="train_ticketing", tasks=[task_id]))
+    instance, state = roller.start(task, 0, None)
+    env = RealbenchEnv("train_ticketing", task_id, host=host, screen_cache=False)
+    labelled, acted = 0, 0
+    try:
+        obs, _ = env.reset(seed=0)
+        for k in range(prefix_limit(task) + 1):
+            episode = FreeEpisode(roller.clone, instance, state, context=True)
+            replay_prefix(episode, Memory(), instance, k)
+            free: dict[tuple[str, str], list[str]] = {}
+            for v in episode.views():
+                if actionable(v):
+                    free.setdefault((v.resource_id, strip_spacing(v.text)), []).append(v.context)
+            for v in views_of(Hierarchy(obs["hierarchy"]), context=True):
+                if actionable(v):
+                    # (the two paths space a label's inline runs differently: "消息中心 2")
+                    key = (v.resource_id, strip_spacing(v.text))
+                    assert v.context in free.get(key, []), (k, v, free)
+                    labelled += bool(v.context)
+            if k < prefix_limit(task):
+                nxt = FreeEpisode(roller.clone, instance, state, context=True)
+                replay_prefix(nxt, Memory(), instance, k + 1)
+                # a layout-only step (a scroll) is no choice on the browser-free path
+                for choice in nxt.choices[acted:]:
+                    height, width = obs["screenshot"].shape[:2]
+                    action = _replay_action(choice, Hierarchy(obs["hierarchy"]), width, height)
+                    obs, *_ = env.step(action)
+                acted = len(nxt.choices)
+    finally:
+        env.close()
+    assert labelled >= 5, "too few labelled controls compared: the check saw almost nothing"

@@ -203,6 +203,7 @@ def test_train_command_spells_out_non_default_options() -> None:
     for part in ("--temperature 0.5", "--entropy 0.02", "--epochs 2", "--eval-seeds 0,1,2"):
         assert part in command
     assert "--prefix-temperature" not in plain and "--entropy-all" not in plain
+    assert "--row-context" not in plain
 
 
 def test_a_train_command_parses_back_to_its_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,6 +233,7 @@ def test_a_train_command_parses_back_to_its_configuration(monkeypatch: pytest.Mo
         prefix_temperature=1.0,
         entropy_all=True,
         drift_randomise=["relabel"],
+        shape=PolicyShape(context=True),
     )
     assert config_of_command(policy_train.train_command(cfg, Path("out/x")), monkeypatch) == cfg
 

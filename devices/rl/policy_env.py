@@ -20,7 +20,7 @@ from clones.base import Clone, State, UIEvent
 from clones.dom_plan import _FIELDS, DomNode, PlanRun, _field_text, parse, plan_verdict
 from clones.drift import DRIFT_EVENT, Drift
 from clones.server import Session, render_screen
-from realbench.agents.policy_features import Kind, NodeView
+from realbench.agents.policy_features import Kind, NodeView, RowLabels
 from realbench.errors import CloneError
 from realbench.outcome import Verdict
 from realbench.taskpack import TaskInstance
@@ -88,9 +88,16 @@ class FreeEpisode:
     """One episode of one task instance on a clone without a browser."""
 
     def __init__(
-        self, clone: Clone, instance: TaskInstance, state: State, drift: Drift | None = None
+        self,
+        clone: Clone,
+        instance: TaskInstance,
+        state: State,
+        drift: Drift | None = None,
+        *,
+        context: bool = False,
     ) -> None:
         self.clone = clone
+        self.context = context  # the views carry their rows' labels (a policy shape's `context`)
         self.instance = instance
         # `state` is shared read-only (a cached start state); the session works on its own copy
         self.session = _FreeSession(id="free", clone=clone, state=state, drift=drift)
@@ -121,8 +128,9 @@ class FreeEpisode:
 
     def views(self) -> list[NodeView]:
         out = []
+        labels = RowLabels() if self.context else None
         for i, d in enumerate(self.tappable):
-            view = NodeView.of(d.node, i, with_bounds=False)
+            view = NodeView.of(d.node, i, with_bounds=False, labels=labels)
             if (
                 self.focused is not None
                 and d.tag in ("input", "textarea")
@@ -172,7 +180,9 @@ class FreeEpisode:
         if kind is Kind.CLICK:
             node = self.tappable[ref].node
             record.update(text=node.text, desc=node.content_desc, id=node.short_id, cls=node.class_name)
-            record["nth"] = [d.node for d in self.tappable if _same_control(d.node, node)].index(node)
+            # by identity: copies of one control (a 退票 per passenger) compare equal as values
+            same = [d.node for d in self.tappable if _same_control(d.node, node)]
+            record["nth"] = next(i for i, n in enumerate(same) if n is node)
             self.click(ref)
         elif kind is Kind.TYPE:
             record["text"] = text

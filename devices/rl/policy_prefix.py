@@ -76,7 +76,7 @@ def replay_prefix(episode: FreeEpisode, memory: Memory, instance: TaskInstance, 
         try:
             if step.tap is not None:
                 ref = _find(episode, instance, step)
-                memory.record(Kind.CLICK, episode.views()[ref].key)
+                memory.record_click(episode.views()[ref], instance.instruction)
                 episode.act(Kind.CLICK, ref)
             elif step.type is not None:
                 if isinstance(step.type, TypeStep) and step.type.into is not None:

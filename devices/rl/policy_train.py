@@ -261,7 +261,7 @@ class Roller:
         trained on; see devices.rl.policy_prefix). Sampled at `temperature` (default: the config's)."""
         temperature = temperature or self.cfg.temperature
         instance, state = self.start(task, seed, drift)
-        episode = FreeEpisode(self.clone, instance, state, drift)
+        episode = FreeEpisode(self.clone, instance, state, drift, context=self.cfg.shape.context)
         memory = Memory()
         if prefix:
             replay_prefix(episode, memory, instance, prefix)
@@ -270,7 +270,11 @@ class Roller:
         chosen: list[int] = []
         old_logp: list[float] = []
         while not episode.done and episode.steps < budget:
-            step = build_step(instance.instruction, episode.views(), memory, self.cfg.shape.buckets, budget)
+            shape = self.cfg.shape
+            views = episode.views()
+            step = build_step(
+                instance.instruction, views, memory, shape.buckets, budget, context=shape.context
+            )
             p = probabilities(params, step, temperature)
             index = int(rng.choice(len(p), p=p)) if rng is not None else int(np.argmax(p))
             cand = step.candidates[index]
@@ -279,7 +283,7 @@ class Roller:
             old_logp.append(float(np.log(max(p[index], 1e-12))))
             if cand.kind is Kind.CLICK:
                 assert cand.node is not None
-                memory.record(Kind.CLICK, cand.node.key)
+                memory.record_click(cand.node, instance.instruction)
                 episode.act(Kind.CLICK, cand.node.ref)
             elif cand.kind is Kind.TYPE:
                 memory.record(Kind.TYPE, text=cand.text)
@@ -563,6 +567,8 @@ def train_command(cfg: TrainConfig, out: Path) -> str:
         args += ["--eval-seeds", ",".join(str(s) for s in cfg.eval_seeds)]
     if cfg.entropy_all:
         args += ["--entropy-all"]
+    if cfg.shape.context:
+        args += ["--row-context"]
     if cfg.drift_randomise:
         args += ["--drift-randomise", ",".join(cfg.drift_randomise)]
     return shlex.join([*args, "--out", str(out)])

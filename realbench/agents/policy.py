@@ -20,7 +20,7 @@ import numpy as np
 
 from realbench.actions import Action, Click, Key, KeyPress, Terminate, TerminateStatus, Type
 from realbench.agent import AgentStep, HistoryItem
-from realbench.agents.policy_features import Kind, Memory, NodeView, build_step
+from realbench.agents.policy_features import Kind, Memory, NodeView, RowLabels, build_step
 from realbench.agents.policy_net import load_checkpoint, probabilities
 from realbench.golden import to_normalised
 from realbench.hierarchy import Hierarchy
@@ -32,10 +32,12 @@ log = logging.getLogger(__name__)
 POLICY_PREFIX = "policy:"
 
 
-def views_of(hierarchy: Hierarchy) -> list[NodeView]:
-    """The visible nodes with a non-empty box, as the policy sees them."""
+def views_of(hierarchy: Hierarchy, *, context: bool = False) -> list[NodeView]:
+    """The visible nodes with a non-empty box, as the policy sees them (with their rows' labels
+    when the policy reads them)."""
+    labels = RowLabels() if context else None
     return [
-        NodeView.of(n, i, with_bounds=True)
+        NodeView.of(n, i, with_bounds=True, labels=labels)
         for i, n in enumerate(hierarchy.nodes)
         if n.visible and not n.bounds.empty
     ]
@@ -75,8 +77,11 @@ class PolicyAgent:
         if not observation.hierarchy:
             return AgentStep(action=None, error="the element policy needs a UI hierarchy", extra=extra)
         hierarchy = Hierarchy(observation.hierarchy)
-        views = views_of(hierarchy)
-        step = build_step(self._instruction, views, self._memory, self.card.shape.buckets, self._max_steps)
+        views = views_of(hierarchy, context=self.card.shape.context)
+        shape = self.card.shape
+        step = build_step(
+            self._instruction, views, self._memory, shape.buckets, self._max_steps, context=shape.context
+        )
         p = probabilities(self.params, step)
         index = int(self._rng.choice(len(p), p=p)) if self.sample else int(np.argmax(p))
         cand = step.candidates[index]
@@ -87,7 +92,7 @@ class PolicyAgent:
             cx, cy = cand.node.bounds.center
             x, y = to_normalised(cx, cy, width, height)
             action = Click(x=x, y=y)
-            self._memory.record(Kind.CLICK, cand.node.key)
+            self._memory.record_click(cand.node, self._instruction)
         elif cand.kind is Kind.TYPE:
             action = Type(text=cand.text)
             self._memory.record(Kind.TYPE, text=cand.text)

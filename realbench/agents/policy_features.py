@@ -18,11 +18,12 @@ from enum import IntEnum
 
 import numpy as np
 
-from realbench.hierarchy import Bounds, Node
+from realbench.hierarchy import Bounds, Node, strip_spacing
 
 MAX_GRAM_CHARS = 48  # n-grams are taken from this many leading characters of a text
 MAX_SPANS = 24
 MAX_QUERY_TOKENS = 16
+MAX_CONTEXT_UP = 3  # how far up a control's label is looked for (a settings row, a passenger's block)
 
 _EDIT_CLASSES = ("EditText",)
 _CHECK_CLASSES = ("CheckBox", "RadioButton", "Switch")
@@ -53,6 +54,8 @@ class NodeView:
     selected: bool = False
     bounds: Bounds | None = None
     ref: int = -1
+    # the words that label this control from beside it (`RowLabels`); "" unless the policy reads them
+    context: str = ""
 
     @property
     def editable(self) -> bool:
@@ -61,10 +64,12 @@ class NodeView:
     @property
     def key(self) -> str:
         """What identifies "the same control" across steps (for the policy's memory)."""
-        return f"{self.resource_id}|{self.class_name}|{self.text[:32]}|{self.desc[:32]}"
+        key = f"{self.resource_id}|{self.class_name}|{self.text[:32]}|{self.desc[:32]}"
+        # a repeated control (one 退票 per passenger) is told apart by its row
+        return f"{key}|{self.context[:32]}" if self.context else key
 
     @classmethod
-    def of(cls, node: Node, ref: int, *, with_bounds: bool) -> NodeView:
+    def of(cls, node: Node, ref: int, *, with_bounds: bool, labels: RowLabels | None = None) -> NodeView:
         # a clickable container without its own text (a list row) is read by the text inside it
         text = node.text or (node.all_text()[:MAX_GRAM_CHARS] if node.clickable else "")
         return cls(
@@ -79,7 +84,45 @@ class NodeView:
             selected=node.selected,
             bounds=node.bounds if with_bounds else None,
             ref=ref,
+            context=labels.of(node) if labels is not None and actionable_node(node) else "",
         )
+
+
+def actionable_node(node: Node) -> bool:
+    return node.clickable or node.class_name.endswith(_EDIT_CLASSES)
+
+
+class RowLabels:
+    """What labels a control from beside it, on one screen.
+
+    A settings switch reads "开" or "关" and its row's other text says what it switches; the two 退票
+    buttons of a two-passenger order read the same and only their blocks name the passenger. A
+    control's context is the text, outside any control, of its nearest ancestor (at most
+    MAX_CONTEXT_UP levels up) that holds such text. Built from the hierarchy's parent links, so the
+    browser's dump and the browser-free parse give the same words.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, str] = {}
+
+    def of(self, node: Node) -> str:
+        for level, ancestor in enumerate(node.ancestors()):
+            if level >= MAX_CONTEXT_UP:
+                break
+            text = self._free_text(ancestor)
+            if text:
+                return text
+        return ""
+
+    def _free_text(self, node: Node) -> str:
+        """The text of `node` and its descendants, leaving out controls and everything inside them."""
+        key = id(node)
+        if key not in self._memo:
+            parts = [] if actionable_node(node) or not node.text else [node.text]
+            parts += [self._free_text(c) for c in node.children if not actionable_node(c)]
+            # without spacing: the browser's dump and the browser-free parse space inline runs differently
+            self._memo[key] = strip_spacing("".join(parts))[:MAX_GRAM_CHARS]
+        return self._memo[key]
 
 
 def actionable(view: NodeView) -> bool:
@@ -184,15 +227,25 @@ class Memory:
     last_kind: Kind | None = None
     last_key: str = ""
     typed: dict[str, int] = field(default_factory=dict)
+    # how well the last clicked control's row labels and own label matched the instruction: having
+    # just switched the row the instruction names is a reason to stop (features 18–19 of terminate)
+    last_context_match: float = 0.0
+    last_label_match: float = 0.0
 
     def record(self, kind: Kind, key: str = "", text: str = "") -> None:
         self.steps += 1
         self.last_kind = kind
         self.last_key = key
+        self.last_context_match = self.last_label_match = 0.0
         if kind is Kind.CLICK:
             self.clicks[key] = self.clicks.get(key, 0) + 1
         elif kind is Kind.TYPE:
             self.typed[text] = self.typed.get(text, 0) + 1
+
+    def record_click(self, view: NodeView, instruction: str) -> None:
+        self.record(Kind.CLICK, view.key)
+        self.last_label_match = overlap(view.text or view.desc, instruction)
+        self.last_context_match = overlap(view.context, instruction) if view.context else 0.0
 
 
 N_FEATURES = 20
@@ -230,10 +283,17 @@ def _base_features(kind: Kind, memory: Memory, max_steps: int) -> np.ndarray:
 
 
 def build_step(
-    instruction: str, views: list[NodeView], memory: Memory, buckets: int, max_steps: int = 20
+    instruction: str,
+    views: list[NodeView],
+    memory: Memory,
+    buckets: int,
+    max_steps: int = 20,
+    *,
+    context: bool = False,
 ) -> Step:
     """All candidate actions for one screen, in a fixed order: clicks (document order), typed spans
-    (only with a focused text field), back, terminate."""
+    (only with a focused text field), back, terminate. `context` (a policy shape's): terminate also
+    sees how well the last click matched the instruction (the views carry their row labels)."""
     cands: list[Candidate] = []
     for view in views:
         if not actionable(view):
@@ -250,7 +310,12 @@ def build_step(
         f[15] = 1.0 if memory.last_key == view.key else 0.0
         f[16] = 1.0 if view.class_name.endswith(_CHECK_CLASSES) else 0.0
         f[17] = 1.0 if not label else 0.0
-        cands.append(Candidate(Kind.CLICK, node_grams(view, buckets), [], f, node=view))
+        a = node_grams(view, buckets)
+        if view.context:
+            f[18] = overlap(view.context, instruction)
+            f[19] = 1.0
+            a = a + grams(view.context, "t", buckets)
+        cands.append(Candidate(Kind.CLICK, a, [], f, node=view))
     focus = next((v for v in views if v.focused and v.editable), None)
     if focus is not None:
         field_grams = node_grams(focus, buckets)
@@ -264,6 +329,10 @@ def build_step(
             a = grams(span, "t", buckets) + grams(shape(span), "h", buckets)
             cands.append(Candidate(Kind.TYPE, a, field_grams, f, node=focus, text=span))
     cands.append(Candidate(Kind.BACK, [], [], _base_features(Kind.BACK, memory, max_steps)))
-    cands.append(Candidate(Kind.TERMINATE, [], [], _base_features(Kind.TERMINATE, memory, max_steps)))
+    stop = _base_features(Kind.TERMINATE, memory, max_steps)
+    if context:
+        stop[18] = memory.last_context_match
+        stop[19] = memory.last_label_match
+    cands.append(Candidate(Kind.TERMINATE, [], [], stop))
     query = [grams(tok, "t", buckets) for tok in query_tokens(instruction)]
     return Step(cands, query)

@@ -51,6 +51,8 @@ class PolicyShape(BaseModel):
     features: int = N_FEATURES
     # scale of the heuristic start (see PRIOR_OVERLAP); 0 starts from purely random weights
     prior: float = Field(default=1.0, ge=0)
+    # reads each control's row labels (policy_features.RowLabels) into its text and features 18–19
+    context: bool = False
 
 
 class PolicyCard(BaseModel):
