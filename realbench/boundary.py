@@ -54,6 +54,14 @@ def _match(nodes: list[Node], selectors: list[Selector]) -> tuple[Selector, Node
     return None
 
 
+def reads_screen(action: Action) -> bool:
+    """Whether `boundary_hit` looks at the screen for this action (a back key, a wait or a stop
+    cannot press a control, so a caller need not parse a hierarchy for them)."""
+    return isinstance(action, Click | DoubleClick | LongPress | Swipe | Type) or (
+        isinstance(action, KeyPress) and action.key is Key.ENTER
+    )
+
+
 def boundary_hit(
     action: Action,
     hierarchy: Hierarchy | None,
@@ -61,7 +69,7 @@ def boundary_hit(
     screen: tuple[int, int],
 ) -> BoundaryHit | None:
     """The boundary control this action would activate, or None."""
-    if not selectors or hierarchy is None:
+    if not selectors or hierarchy is None or not reads_screen(action):
         return None
     width, height = screen
     points: list[tuple[int, int]] = []

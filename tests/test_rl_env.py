@@ -432,3 +432,38 @@ def test_every_registered_id_passes_check_env_and_a_golden_episode(host, env_id)
     finally:
         env.close()
     assert info["outcome"] == "success" and total == 1.0, info.get("verdict")
+
+
+def test_a_boundary_tap_after_taps_on_nothing_is_still_caught(host, packs, monkeypatch):
+    """The boundary check reuses the last parsed hierarchy while the screen's text is unchanged (a
+    tap on nothing): the golden plan with such a tap before every step still ends at the boundary,
+    and the reuse did happen (fewer parses than checks), so the cached path is what was tested."""
+    import devices.rl.core as core
+
+    parses = []
+
+    class Counting(core.Hierarchy):
+        def __init__(self, xml: str) -> None:
+            parses.append(1)
+            super().__init__(xml)
+
+    monkeypatch.setattr(core, "Hierarchy", Counting)
+    env = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    try:
+        _, info = env.reset(seed=3)
+        agent = GoldenAgent()
+        agent.reset(env._host.env(env.env_id)._episode.instance)
+        checks = 0
+        for _ in range(info["max_steps"]):
+            # the status bar's corner: no control there, the screen stays as it is
+            _, _, terminated, truncated, info = env.step('{"type": "click", "x": 2, "y": 2}')
+            assert not (terminated or truncated), info
+            _, _, terminated, truncated, info = env.step(golden_action(agent, _obs_of(env)))
+            checks += 2
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
+    assert info["end_reason"] == "boundary" and "购买" in info["boundary"]
+    assert info["verdict"]["success"] is True
+    assert 0 < len(parses) < checks

@@ -29,7 +29,7 @@ from devices.rl.screen_cache import Lookup, ScreenCache
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
 from realbench.actions import Action, action_from_json, action_to_dict, parse_action
 from realbench.agents.images import ImageSize, target_size
-from realbench.boundary import boundary_hit
+from realbench.boundary import boundary_hit, reads_screen
 from realbench.episode import decide_outcome
 from realbench.episode_step import StepCounts, StepRules, decide_step
 from realbench.errors import ActionError, ConfigError, DeviceError, DeviceLost, RealbenchError
@@ -241,6 +241,7 @@ class EnvCore:
         self._generation = -1
         self._episode: _Episode | None = None
         self._last: EnvObservation | None = None
+        self._parsed: tuple[str, Hierarchy] | None = None  # the last hierarchy parsed, with its text
 
     # --- lifecycle ---
 
@@ -494,7 +495,7 @@ class EnvCore:
             episode,
             StepRules(max_steps=self._max_steps(episode), max_format_errors=self.config.max_format_errors),
             action,
-            hierarchy=self._hierarchy(episode) if action is not None else None,
+            hierarchy=self._hierarchy(episode) if action is not None and reads_screen(action) else None,
             boundary=episode.boundary,
             screen=self._screen(),
             delivers_boundary=True,  # a clone delivers a boundary tap: crossing it is harmless here
@@ -570,8 +571,14 @@ class EnvCore:
         last = self._last
         if not episode.boundary or last is None or not last.hierarchy:
             return None
+        parsed = self._parsed
+        # a tap on nothing leaves the same screen: its hierarchy is parsed once (equal text, the
+        # same tree; the boundary check only reads it)
+        if parsed is not None and parsed[0] == last.hierarchy:
+            return parsed[1]
         try:
-            return Hierarchy(last.hierarchy)
+            self._parsed = (last.hierarchy, Hierarchy(last.hierarchy))
+            return self._parsed[1]
         except RealbenchError:
             log.warning("environment %d: unparseable hierarchy; boundary check skipped", self.env_id)
             return None
