@@ -205,9 +205,11 @@ def query_tokens(instruction: str) -> list[str]:
     return out[:MAX_QUERY_TOKENS] or [instruction[:4] or " "]
 
 
-def _bigrams(text: str) -> set[str]:
+@functools.lru_cache(maxsize=65536)
+def _bigrams(text: str) -> frozenset[str]:
+    # labels and the instruction repeat step after step, like the n-grams above
     text = re.sub(r"\s+", "", text.lower())
-    return {text[i : i + 2] for i in range(len(text) - 1)} or ({text} if text else set())
+    return frozenset({text[i : i + 2] for i in range(len(text) - 1)} or ({text} if text else set()))
 
 
 def overlap(text: str, instruction: str) -> float:
