@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import stat
 import sys
 from pathlib import Path
@@ -26,14 +25,9 @@ from realbench.agents.serve import (
 )
 from realbench.cli import app
 from realbench.errors import ModelError, ServerError
+from tests.adb_support import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_vllm_command_for_qwen_vl():
@@ -80,7 +74,7 @@ def _stand_in_vllm(bin_dir: Path, body: str) -> None:
 
 
 def test_server_lifecycle_with_a_stand_in(tmp_path, monkeypatch):
-    port = _free_port()
+    port = free_port()
     record = tmp_path / "env.txt"
     _stand_in_vllm(
         tmp_path / "bin",
@@ -106,7 +100,7 @@ def test_server_lifecycle_with_a_stand_in(tmp_path, monkeypatch):
 def test_server_that_dies_reports_its_log(tmp_path, monkeypatch):
     _stand_in_vllm(tmp_path / "bin", 'echo "torch.OutOfMemoryError: CUDA out of memory"; exit 3')
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    cfg = ServeConfig(model="/ckpt/huge", port=_free_port())
+    cfg = ServeConfig(model="/ckpt/huge", port=free_port())
     with pytest.raises(ServerError, match="CUDA out of memory"):
         serve_model(cfg, log_path=tmp_path / "vllm.log", ready_timeout_s=20, foreground=False)
 

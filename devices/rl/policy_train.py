@@ -266,14 +266,13 @@ class Roller:
         if prefix:
             replay_prefix(episode, memory, instance, prefix)
         budget = min(task.max_steps, self.cfg.max_steps)
+        shape = self.cfg.shape
         steps: list[Step] = []
         chosen: list[int] = []
         old_logp: list[float] = []
         while not episode.done and episode.steps < budget:
-            shape = self.cfg.shape
-            views = episode.views()
             step = build_step(
-                instance.instruction, views, memory, shape.buckets, budget, context=shape.context
+                instance.instruction, episode.views(), memory, shape.buckets, budget, context=shape.context
             )
             p = probabilities(params, step, temperature)
             index = int(rng.choice(len(p), p=p)) if rng is not None else int(np.argmax(p))

@@ -77,8 +77,8 @@ class PolicyAgent:
         if not observation.hierarchy:
             return AgentStep(action=None, error="the element policy needs a UI hierarchy", extra=extra)
         hierarchy = Hierarchy(observation.hierarchy)
-        views = views_of(hierarchy, context=self.card.shape.context)
         shape = self.card.shape
+        views = views_of(hierarchy, context=shape.context)
         step = build_step(
             self._instruction, views, self._memory, shape.buckets, self._max_steps, context=shape.context
         )

@@ -89,6 +89,7 @@ class NodeView:
 
 
 def actionable_node(node: Node) -> bool:
+    """`actionable` for a hierarchy node, before it has a view."""
     return node.clickable or node.class_name.endswith(_EDIT_CLASSES)
 
 
@@ -247,7 +248,7 @@ class Memory:
     def record_click(self, view: NodeView, instruction: str) -> None:
         self.record(Kind.CLICK, view.key)
         self.last_label_match = overlap(view.text or view.desc, instruction)
-        self.last_context_match = overlap(view.context, instruction) if view.context else 0.0
+        self.last_context_match = overlap(view.context, instruction)
 
 
 N_FEATURES = 20
