@@ -410,6 +410,13 @@
   document.addEventListener("click", function (e) {
     var a = e.target.closest && e.target.closest("a[href]");
     if (a) e.preventDefault();
+    // A checkbox or radio without a name belongs to a control whose tap posts its event (on
+    // pointerup): the server's screen says whether it is checked. Its own toggle would race that
+    // screen: landing after it, the click unchecked what the server had just checked.
+    var t = e.target;
+    if (t.tagName === "INPUT" && (t.type === "checkbox" || t.type === "radio") && !t.name && tapTarget(t)) {
+      e.preventDefault();
+    }
   }, true);
 
   function enter() {
