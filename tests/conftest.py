@@ -8,6 +8,8 @@
   $ANDROID_ADB_SERVER_PORT and adbutils' module-level client pointed at it; `adb_server_port`: one
   for a single module.
 - `toy_pack`: the toy shop's task pack (taskpacks/toy).
+- `rl_pack` / `env_host`: the RL tests' toy pack written to a folder (one per module), and a fresh
+  RL environment host per test (closed after it, with the direct DevTools path back on).
 
 Under pytest-xdist (`make test` runs two or more workers with `--dist loadfile`) each module's tests
 stay on one worker, so module fixtures (a clone server, a Chromium, an adb server) start once; every
@@ -151,3 +153,21 @@ def adb_server_port() -> Iterator[int]:
 @pytest.fixture(scope="session")
 def toy_pack() -> TaskPack:
     return load_pack(TOY_PACK_PATH)
+
+
+@pytest.fixture(scope="module")
+def rl_pack(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.rl_support import write_pack
+
+    return str(write_pack(tmp_path_factory.mktemp("pack")))
+
+
+@pytest.fixture
+def env_host() -> Iterator[Any]:
+    from devices.rl import cdp
+    from devices.rl.host import EnvHost
+
+    host = EnvHost().start()
+    yield host
+    host.close()
+    cdp.ENABLED = True

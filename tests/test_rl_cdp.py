@@ -12,7 +12,6 @@ from devices.rl import cdp
 from devices.rl.config import EnvConfig
 from devices.rl.host import EnvHost, ResetRequest, StepRequest
 from realbench.errors import DeviceError, DeviceLost
-from tests.rl_support import write_pack
 
 ACTIONS = [
     '{"type": "click", "x": 500, "y": 180}',
@@ -104,83 +103,70 @@ def test_a_crashed_page_fails_its_commands_and_an_exception_is_a_device_error():
     asyncio.run(scenario())
 
 
-# --- in a host's environments -------------------------------------------------------------------
+# --- in a host's environments -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pack(tmp_path_factory):
-    return str(write_pack(tmp_path_factory.mktemp("pack")))
-
-
-@pytest.fixture
-def host():
-    h = EnvHost().start()
-    yield h
-    h.close()
-    cdp.ENABLED = True
-
-
-def _direct(host: EnvHost, env_id: int) -> cdp.PageSession | None:
-    device = host.env(env_id)._device
+def _direct(env_host: EnvHost, env_id: int) -> cdp.PageSession | None:
+    device = env_host.env(env_id)._device
     assert device is not None and device._direct is not None and device._direct.done()
     return device._direct.result()
 
 
-def _episode(host: EnvHost, env_id: int) -> list[tuple[bytes, str]]:
-    [first] = host.reset([ResetRequest(env_id, seed=3)])
+def _episode(env_host: EnvHost, env_id: int) -> list[tuple[bytes, str]]:
+    [first] = env_host.reset([ResetRequest(env_id, seed=3)])
     seen = [(first.observation.image, first.observation.hierarchy)]
     for action in ACTIONS:
-        [t] = host.step([StepRequest(env_id, action)])
+        [t] = env_host.step([StepRequest(env_id, action)])
         assert not t.info.get("aborted"), t.info
         seen.append((t.observation.image, t.observation.hierarchy))
     return seen
 
 
 @pytest.mark.browser
-def test_pages_use_the_direct_path_and_observe_what_playwrights_path_observes(host, pack):
-    config = EnvConfig(pack=pack, task_id="buy-item", image="jpeg", screen_cache=False)
-    [direct_env] = host.create([config])
-    direct = _episode(host, direct_env)
-    session = _direct(host, direct_env)
+def test_pages_use_the_direct_path_and_observe_what_playwrights_path_observes(env_host, rl_pack):
+    config = EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg", screen_cache=False)
+    [direct_env] = env_host.create([config])
+    direct = _episode(env_host, direct_env)
+    session = _direct(env_host, direct_env)
     assert session is not None and session.connection.closed is None
     cdp.use_playwright()  # pages attached from now on keep Playwright's path
-    [plain_env] = host.create([config])
-    plain = _episode(host, plain_env)
-    assert _direct(host, plain_env) is None
+    [plain_env] = env_host.create([config])
+    plain = _episode(env_host, plain_env)
+    assert _direct(env_host, plain_env) is None
     assert len({image for image, _ in direct}) > 2  # the actions changed the screen
     assert direct == plain
 
 
 @pytest.mark.browser
-def test_a_script_error_is_a_device_error_and_the_page_stays_usable(host, pack):
-    [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
-    host.reset([ResetRequest(env_id, seed=1)])
-    device = host.env(env_id)._device
+def test_a_script_error_is_a_device_error_and_the_page_stays_usable(env_host, rl_pack):
+    [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
+    env_host.reset([ResetRequest(env_id, seed=1)])
+    device = env_host.env(env_id)._device
     assert device is not None
     with pytest.raises(DeviceError, match="boom"):
         device._run(device._page_eval("() => { throw new Error('boom'); }"), "evaluate")
     assert device._run(device._page_eval("(x) => x.a + 1", {"a": 41}), "evaluate") == 42
-    [t] = host.step([StepRequest(env_id, ACTIONS[0])])
+    [t] = env_host.step([StepRequest(env_id, ACTIONS[0])])
     assert not t.info.get("aborted")
 
 
 @pytest.mark.browser
-def test_with_the_direct_path_off_a_browser_opens_no_devtools_port(pack):
+def test_with_the_direct_path_off_a_browser_opens_no_devtools_port(rl_pack):
     cdp.use_playwright()
     try:
-        with EnvHost() as host:
-            [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
-            host.reset([ResetRequest(env_id, seed=1)])
-            env = host.env(env_id)
-            browser = host.browser(env.emulation)
+        with EnvHost() as env_host:
+            [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
+            env_host.reset([ResetRequest(env_id, seed=1)])
+            env = env_host.env(env_id)
+            browser = env_host.browser(env.emulation)
             assert browser is not None
             assert not any(a.startswith("--remote-debugging-port") for a in browser.pool.args)
-            assert _direct(host, env_id) is None
+            assert _direct(env_host, env_id) is None
     finally:
         cdp.ENABLED = True
-    with EnvHost() as host:  # and on again: the port is there
-        [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
-        host.reset([ResetRequest(env_id, seed=1)])
-        browser = host.browser(host.env(env_id).emulation)
+    with EnvHost() as env_host:  # and on again: the port is there
+        [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
+        env_host.reset([ResetRequest(env_id, seed=1)])
+        browser = env_host.browser(env_host.env(env_id).emulation)
         assert browser is not None and "--remote-debugging-port=0" in browser.pool.args
-        assert _direct(host, env_id) is not None
+        assert _direct(env_host, env_id) is not None

@@ -294,7 +294,10 @@ def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
         devices = [host.env(e.env_id)._device for e in envs]
         with pytest.raises(RealbenchError):  # the crash answers with an error, as a crash would
             devices[0].pool.call(_crash(devices[0]), timeout=5)
-        shared = [d._context is devices[0]._context for d in devices]  # same context: same renderer
+        # same context, same renderer (a direct page's context is Chromium's id; a Playwright
+        # page's, Playwright's object)
+        context = [getattr(d._page, "context_id", None) or d._context for d in devices]
+        shared = [c is context[0] or c == context[0] for c in context]
         results = [e.step(CLICK_LIST) for e in envs]
         assert [r[4]["aborted"] for r in results] == shared and shared[0]
         assert all(r[3] for r, s in zip(results, shared, strict=True) if s)  # truncated, not terminated
@@ -328,8 +331,8 @@ def test_environments_at_two_resolutions_get_a_browser_each_drawing_at_their_sca
         assert browsers[0] is not None and browsers[1] is not None
         assert browsers[0].pool is not browsers[1].pool
         for e, browser in zip(envs, browsers, strict=True):
-            page = host.env(e.env_id)._device._page
-            assert browser.pool.call(page.evaluate("devicePixelRatio")) == pytest.approx(
+            device = host.env(e.env_id)._device
+            assert device._run(device._page_eval("() => devicePixelRatio"), "dpr") == pytest.approx(
                 browser.scale, rel=1e-6
             )
         running = browser_processes()

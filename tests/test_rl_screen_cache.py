@@ -13,7 +13,6 @@ from devices.rl.config import EnvConfig
 from devices.rl.gym_env import RealbenchEnv
 from devices.rl.host import EnvHost, ResetRequest
 from devices.rl.screen_cache import ScreenCache
-from tests.rl_support import write_pack
 
 CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
 LOOK = {"emulation": {"width": 412, "height": 915, "scale": 1.0}, "format": "jpeg", "quality": 80}
@@ -147,28 +146,16 @@ def test_coalescing_can_be_turned_off():
     assert [(lk.lead, lk.pending) for lk in (cache.lookup(key), cache.lookup(key))] == [(False, None)] * 2
 
 
-# --- in a host's environments -------------------------------------------------------------------
+# --- in a host's environments -----------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pack(tmp_path_factory):
-    return str(write_pack(tmp_path_factory.mktemp("pack")))
-
-
-@pytest.fixture
-def host():
-    h = EnvHost().start()
-    yield h
-    h.close()
-
-
-def _page_capture(host: EnvHost, env: RealbenchEnv) -> bytes:
-    device = host.env(env.env_id)._device
+def _page_capture(env_host: EnvHost, env: RealbenchEnv) -> bytes:
+    device = env_host.env(env.env_id)._device
     return device._run(device._capture(), "capture")
 
 
-def _page_dump(host: EnvHost, env: RealbenchEnv) -> str:
-    return host.env(env.env_id)._device.hierarchy()
+def _page_dump(env_host: EnvHost, env: RealbenchEnv) -> str:
+    return env_host.env(env.env_id)._device.hierarchy()
 
 
 def _image(env: RealbenchEnv) -> bytes:
@@ -182,13 +169,13 @@ def _hierarchy(env: RealbenchEnv) -> str:
 
 
 @pytest.mark.browser
-def test_resets_serve_the_start_screen_that_the_page_itself_draws(host, pack):
-    envs = [RealbenchEnv(pack, "buy-item", host=host, image="jpeg") for _ in range(2)]
-    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+def test_resets_serve_the_start_screen_that_the_page_itself_draws(env_host, rl_pack):
+    envs = [RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg") for _ in range(2)]
+    plain = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg", screen_cache=False)
     try:
         envs[0].reset(seed=1)  # captured and kept
         envs[1].reset(seed=2)  # the first reuse: captured again, compared
-        assert host.screen_cache.summary() | {"bytes": 0} == {
+        assert env_host.screen_cache.summary() | {"bytes": 0} == {
             "hits": 0,
             "stored": 1,
             "verified": 1,
@@ -201,16 +188,16 @@ def test_resets_serve_the_start_screen_that_the_page_itself_draws(host, pack):
         for env in envs:
             env.step(CLICK_LIST)  # the pages show something else
         envs[0].reset(seed=3)  # served
-        summary = host.screen_cache.summary()
+        summary = env_host.screen_cache.summary()
         assert summary["hits"] == 1 and summary["mismatches"] == 0
         served = _image(envs[0])
-        assert served == _page_capture(host, envs[0])
-        assert _hierarchy(envs[0]) == _page_dump(host, envs[0])
+        assert served == _page_capture(env_host, envs[0])
+        assert _hierarchy(envs[0]) == _page_dump(env_host, envs[0])
         plain.reset(seed=3)
         assert _image(plain) == served and _hierarchy(plain) == _hierarchy(envs[0])
         # a step captures what the action changed: no cache
         envs[0].step(CLICK_LIST)
-        assert host.screen_cache.summary()["hits"] == 1
+        assert env_host.screen_cache.summary()["hits"] == 1
         assert _image(envs[0]) != served
     finally:
         for env in (*envs, plain):
@@ -218,20 +205,20 @@ def test_resets_serve_the_start_screen_that_the_page_itself_draws(host, pack):
 
 
 @pytest.mark.browser
-def test_a_wrong_cached_image_is_caught_by_the_next_check_and_never_served(host, pack):
-    host.screen_cache.verify_every = 1  # every reuse captures again
-    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
-    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+def test_a_wrong_cached_image_is_caught_by_the_next_check_and_never_served(env_host, rl_pack):
+    env_host.screen_cache.verify_every = 1  # every reuse captures again
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
+    plain = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg", screen_cache=False)
     try:
         env.reset(seed=1)
-        [entry] = host.screen_cache._images.values()
+        [entry] = env_host.screen_cache._images.values()
         entry.image = b"\xff\xd8 not what the page draws"
         env.reset(seed=2)
         plain.reset(seed=2)
-        assert _image(env) == _image(plain) == _page_capture(host, env)
+        assert _image(env) == _image(plain) == _page_capture(env_host, env)
         env.reset(seed=3)
         env.reset(seed=4)
-        summary = host.screen_cache.summary()
+        summary = env_host.screen_cache.summary()
         assert summary["mismatches"] == 1 and summary["hits"] == 0 and summary["images"] == 0
     finally:
         env.close()
@@ -239,21 +226,21 @@ def test_a_wrong_cached_image_is_caught_by_the_next_check_and_never_served(host,
 
 
 @pytest.mark.browser
-def test_a_wrong_cached_hierarchy_is_caught_by_the_next_check_and_never_served(host, pack):
-    host.screen_cache.verify_every = 1
-    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
-    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+def test_a_wrong_cached_hierarchy_is_caught_by_the_next_check_and_never_served(env_host, rl_pack):
+    env_host.screen_cache.verify_every = 1
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
+    plain = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg", screen_cache=False)
     try:
         env.reset(seed=1)
-        [entry] = host.screen_cache._images.values()
+        [entry] = env_host.screen_cache._images.values()
         entry.hierarchy = entry.hierarchy.replace('clickable="true"', 'clickable="false"', 1)
         env.reset(seed=2)
         plain.reset(seed=2)
-        assert _hierarchy(env) == _hierarchy(plain) == _page_dump(host, env)
+        assert _hierarchy(env) == _hierarchy(plain) == _page_dump(env_host, env)
         for seed in (3, 4):
             env.reset(seed=seed)
-            assert _hierarchy(env) == _page_dump(host, env)
-        summary = host.screen_cache.summary()
+            assert _hierarchy(env) == _page_dump(env_host, env)
+        summary = env_host.screen_cache.summary()
         assert summary["mismatches"] == 1 and summary["hits"] == 0 and summary["images"] == 0
     finally:
         env.close()
@@ -269,16 +256,16 @@ def test_a_wrong_cached_hierarchy_is_caught_by_the_next_check_and_never_served(h
     ],
     ids=["countdown", "animation"],
 )
-def test_a_screen_that_changes_by_itself_is_always_captured(host, pack, html):
-    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+def test_a_screen_that_changes_by_itself_is_always_captured(env_host, rl_pack, html):
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
     try:
         env.reset(seed=1)
-        device = host.env(env.env_id)._device
+        device = env_host.env(env.env_id)._device
         screen = {"version": 99, "route": "home", "html": html}
         for _ in range(3):
             obs = device.show_and_observe(screen)
             assert obs.screenshot.data
-        summary = host.screen_cache.summary()
+        summary = env_host.screen_cache.summary()
         assert summary["not_still"] == 3 and summary["hits"] == 0
         assert summary["stored"] == 1  # the toy's start screen from the reset, nothing else
     finally:
@@ -286,8 +273,8 @@ def test_a_screen_that_changes_by_itself_is_always_captured(host, pack, html):
 
 
 @pytest.mark.browser
-def test_restores_into_one_snapshot_share_a_checked_image(host, pack):
-    envs = [RealbenchEnv(pack, "buy-item", host=host, image="jpeg") for _ in range(4)]
+def test_restores_into_one_snapshot_share_a_checked_image(env_host, rl_pack):
+    envs = [RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg") for _ in range(4)]
     try:
         envs[0].reset(seed=5)
         envs[0].step(CLICK_LIST)
@@ -297,8 +284,8 @@ def test_restores_into_one_snapshot_share_a_checked_image(host, pack):
             env.restore(snap)
             images.append(_image(env))
         assert len(set(images)) == 1
-        assert images[-1] == _page_capture(host, envs[-1])
-        summary = host.screen_cache.summary()
+        assert images[-1] == _page_capture(env_host, envs[-1])
+        summary = env_host.screen_cache.summary()
         assert summary["hits"] >= 1 and summary["mismatches"] == 0
         pixels = envs[-1]._last.observation.pixels()
         assert pixels.shape[2] == 3 and np.asarray(pixels).std() > 0
@@ -308,12 +295,12 @@ def test_restores_into_one_snapshot_share_a_checked_image(host, pack):
 
 
 @pytest.mark.browser
-def test_the_page_calls_a_focused_or_scrolled_screen_not_still(host, pack):
+def test_the_page_calls_a_focused_or_scrolled_screen_not_still(env_host, rl_pack):
     """Swaps drop the focus and the scroll positions, so these come from the page's own checks."""
-    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
     try:
         env.reset(seed=1)
-        device = host.env(env.env_id)._device
+        device = env_host.env(env.env_id)._device
         tall = "".join(f"<p>行{i}</p>" for i in range(200))
         device.show(
             {
@@ -338,16 +325,16 @@ def test_the_page_calls_a_focused_or_scrolled_screen_not_still(host, pack):
 
 
 @pytest.mark.browser
-def test_a_tap_focuses_text_fields_only(host, pack):
+def test_a_tap_focuses_text_fields_only(env_host, rl_pack):
     """As on Android (touch mode): the browser's compatibility mousedown would focus a tapped button
     or checkbox, and after a tap that swapped the screen, whatever the next screen has under the
     finger, so the hierarchy's focused flag depended on timing."""
     from realbench.actions import Click
 
-    env = RealbenchEnv(pack, "buy-item", host=host, image="jpeg")
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
     try:
         env.reset(seed=1)
-        device = host.env(env.env_id)._device
+        device = env_host.env(env.env_id)._device
         device.show(
             {
                 "version": 99,
@@ -381,14 +368,14 @@ def test_a_tap_focuses_text_fields_only(host, pack):
 
 
 @pytest.mark.browser
-def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(host, pack):
+def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(env_host, rl_pack):
     n = 6
-    ids = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg") for _ in range(n)])
-    plain = RealbenchEnv(pack, "buy-item", host=host, image="jpeg", screen_cache=False)
+    ids = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg") for _ in range(n)])
+    plain = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg", screen_cache=False)
     try:
-        results = host.reset([ResetRequest(env_id, seed=i) for i, env_id in enumerate(ids)])
+        results = env_host.reset([ResetRequest(env_id, seed=i) for i, env_id in enumerate(ids)])
         images = {r.observation.image for r in results}
-        summary = host.screen_cache.summary()
+        summary = env_host.screen_cache.summary()
         assert summary["waited"] >= 1 and summary["stored"] == 1 and summary["mismatches"] == 0
         # captures taken: the leader's, re-checks and waits that ran out; fewer than one per page
         assert summary["stored"] + summary["verified"] < n
@@ -397,26 +384,26 @@ def test_a_batched_reset_onto_one_screen_takes_few_captures_and_the_same_image(h
         # the waiters served the leader's dump: the one each page dumps of itself
         assert {r.observation.hierarchy for r in results} == {_hierarchy(plain)}
         for result, env_id in zip(results, ids, strict=True):
-            assert result.observation.hierarchy == host.env(env_id)._device.hierarchy()
+            assert result.observation.hierarchy == env_host.env(env_id)._device.hierarchy()
     finally:
-        host.close_envs(ids)
+        env_host.close_envs(ids)
         plain.close()
 
 
 @pytest.mark.browser
-def test_pages_that_wait_on_a_screen_that_changes_by_itself_capture_it_themselves(host, pack):
-    ids = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg") for _ in range(4)])
+def test_pages_that_wait_on_a_screen_that_changes_by_itself_capture_it_themselves(env_host, rl_pack):
+    ids = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg") for _ in range(4)])
     try:
-        host.reset([ResetRequest(env_id, seed=1) for env_id in ids])
-        before = host.screen_cache.summary()
+        env_host.reset([ResetRequest(env_id, seed=1) for env_id in ids])
+        before = env_host.screen_cache.summary()
         screen = {"version": 99, "route": "home", "html": '<button data-countdown="5">跳过 5</button>'}
-        devices = [host.env(env_id)._device for env_id in ids]
+        devices = [env_host.env(env_id)._device for env_id in ids]
         with ThreadPoolExecutor(len(devices)) as pool:
             shots = list(pool.map(lambda d: d.show_and_observe(screen).screenshot.data, devices))
-        summary = host.screen_cache.summary()
+        summary = env_host.screen_cache.summary()
         assert all(shots)
         assert summary["not_still"] == before["not_still"] + len(devices)
         assert summary["hits"] == before["hits"] and summary["stored"] == before["stored"]
-        assert not host.screen_cache._inflight  # nothing left for a later page to wait on
+        assert not env_host.screen_cache._inflight  # nothing left for a later page to wait on
     finally:
-        host.close_envs(ids)
+        env_host.close_envs(ids)

@@ -4,13 +4,13 @@ Playwright drives every command through its driver process: Python -> the driver
 back, each message parsed and re-encoded twice. A trivial evaluation took 3-4 ms that way against
 0.8 ms over the browser's own DevTools websocket, and every JPEG observation crossed the driver as
 base64 (docs/benchmarks.md, RL environments). Here an RL page's evaluations, captures and input
-events go over one websocket per browser (flat sessions: one attachment per page, commands tagged
-with its session id); Playwright still launches the browser, opens and closes pages, and reports
-crashes.
+events go over one websocket per browser (flat sessions, commands tagged with a page's session id),
+and the pages themselves are opened and closed over it (`devices.rl.direct_page`); Playwright still
+launches the browser and reports its death.
 
-The browser is started with ``--remote-debugging-port=0`` (`devtools_args`); Chromium then writes
-the port it chose into ``DevToolsActivePort`` in its profile directory, found from the browser
-process's command line. The port listens on 127.0.0.1 only, and these browsers show clone pages of a
+The browser is started with ``--remote-debugging-port=0`` and a mark naming its pool
+(`devtools_args`); Chromium then writes the port it chose into ``DevToolsActivePort`` in its
+profile directory, found from the marked browser process's command line. The port listens on 127.0.0.1 only, and these browsers show clone pages of a
 local server, nothing of a real account. Where no such port is found the page keeps Playwright's path.
 """
 
@@ -22,7 +22,9 @@ import itertools
 import json
 import logging
 import os
+import uuid
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,10 @@ from realbench.errors import DeviceError, DeviceLost
 log = logging.getLogger(__name__)
 
 DEVTOOLS_ARGS = ("--remote-debugging-port=0",)
+# Chromium ignores switches it does not know: this one names the pool a browser belongs to, so its
+# DevTools port is found from the process list before any page exists (a host runs one browser per
+# screen scale)
+POOL_MARK = "--realbench-pool="
 LOST_BROWSER_WAIT_S = 5.0
 # False: every page keeps Playwright's path and browsers started afterwards open no DevTools port
 # (`use_playwright`, or REALBENCH_RL_DEVTOOLS=0 in the environment)
@@ -41,8 +47,14 @@ ENABLED = os.environ.get("REALBENCH_RL_DEVTOOLS", "1") != "0"
 
 
 def devtools_args() -> tuple[str, ...]:
-    """What an RL browser is launched with for the direct path (nothing when it is off)."""
-    return DEVTOOLS_ARGS if ENABLED else ()
+    """What an RL browser is launched with for the direct path (nothing when it is off); each call
+    marks a new browser."""
+    return (*DEVTOOLS_ARGS, f"{POOL_MARK}{uuid.uuid4().hex}") if ENABLED else ()
+
+
+def pool_mark(pool: BrowserPool) -> str | None:
+    """The mark `devtools_args` gave `pool`'s browser, if any."""
+    return next((a for a in pool.args if a.startswith(POOL_MARK)), None)
 
 
 def use_playwright() -> None:
@@ -52,8 +64,9 @@ def use_playwright() -> None:
     ENABLED = False
 
 
-def devtools_endpoints(root: int | None = None) -> list[str]:
-    """Websocket URLs of the browsers below `root` (this process) that listen on a DevTools port."""
+def devtools_endpoints(root: int | None = None, mark: str | None = None) -> list[str]:
+    """Websocket URLs of the browsers below `root` (this process) that listen on a DevTools port
+    (only the one launched with `mark`, when given)."""
     out = []
     for pid, kind in chromium_processes(os.getpid() if root is None else root).items():
         if kind != "browser":
@@ -63,6 +76,8 @@ def devtools_endpoints(root: int | None = None) -> list[str]:
         except OSError:
             continue
         if not any(a.startswith("--remote-debugging-port=") for a in argv):
+            continue
+        if mark is not None and mark not in argv:
             continue
         profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--user-data-dir=")), None)
         if profile is None:
@@ -91,6 +106,10 @@ class DevToolsConnection:
     _reader: asyncio.Task[None] | None = None
     _targets: dict[str, str] = field(default_factory=dict)  # page URL -> target id, from a listing
     _listing: asyncio.Future[None] | None = None
+    _watchers: dict[str, list[Callable[[str], None]]] = field(default_factory=dict)  # session -> on end
+    _contexts: list[str] = field(default_factory=list)  # browser contexts of direct pages
+    _context_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _opened: itertools.count[int] = field(default_factory=itertools.count)
     closed: str | None = None
 
     async def connect(self) -> DevToolsConnection:
@@ -167,6 +186,24 @@ class DevToolsConnection:
         for future, owner in list(self._pending.values()):
             if owner == session and not future.done():
                 future.set_exception(DeviceLost(f"the page is gone ({why})"))
+        for callback in self._watchers.pop(session, []):
+            callback(why)
+
+    def watch(self, session: str, callback: Callable[[str], None]) -> None:
+        """Call `callback(why)` once the page of `session` crashes or its target goes."""
+        if session in self._gone:
+            callback(self._gone[session])
+        else:
+            self._watchers.setdefault(session, []).append(callback)
+
+    async def page_context(self, count: int) -> str:
+        """One of `count` browser contexts for direct pages, in turn (created on first use): pages
+        of a context share its renderer, as a `BrowserPool`'s shared contexts do."""
+        async with self._context_lock:
+            if len(self._contexts) < count:
+                created = await self.send("Target.createBrowserContext")
+                self._contexts.append(str(created["browserContextId"]))
+        return self._contexts[next(self._opened) % len(self._contexts)]
 
     async def attach(self, target_id: str, pool: BrowserPool | None = None) -> PageSession:
         result = await self.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
@@ -204,6 +241,11 @@ class PageSession:
     connection: DevToolsConnection
     session_id: str
     pool: BrowserPool | None = None
+
+    @property
+    def gone(self) -> str | None:
+        """Why the page can no longer be driven (crashed, closed, its browser gone), or None."""
+        return self.connection._gone.get(self.session_id) or self.connection.closed
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> Any:
         try:
@@ -262,6 +304,14 @@ async def _until_pool_sees_it(pool: BrowserPool) -> None:
         await asyncio.sleep(0.05)
 
 
+async def connection_of(pool: BrowserPool) -> DevToolsConnection | None:
+    """The direct connection to `pool`'s browser, when it was launched with `devtools_args` and the
+    direct path is on."""
+    if not ENABLED or pool_mark(pool) is None:
+        return None
+    return await _connection(pool, "")
+
+
 async def _connection(pool: BrowserPool, url: str) -> DevToolsConnection | None:
     link = _links.get(pool)
     if link is not None and link.generation == pool.generation:
@@ -273,13 +323,24 @@ async def _connection(pool: BrowserPool, url: str) -> DevToolsConnection | None:
         if found is None or found.closed is None:
             return found
     old = link.connection if link is not None else None
-    link = _Link(pool.generation, asyncio.ensure_future(_find(url)))
+    mark = pool_mark(pool)
+    link = _Link(pool.generation, asyncio.ensure_future(_find(url) if mark is None else _find_marked(mark)))
     _links[pool] = link
     if old is not None and old.done() and not old.cancelled() and old.exception() is None:
         stale = old.result()
         if stale is not None:
             asyncio.ensure_future(stale.close())
     return await asyncio.shield(link.connection)
+
+
+async def _find_marked(mark: str) -> DevToolsConnection | None:
+    for endpoint in await asyncio.to_thread(devtools_endpoints, None, mark):
+        try:
+            return await DevToolsConnection(endpoint).connect()
+        except Exception as exc:  # the browser going away: its pages keep Playwright's path
+            log.debug("DevTools endpoint %s: %s", endpoint, exc)
+    log.info("no DevTools port for the browser marked %s", mark)
+    return None
 
 
 async def _find(url: str) -> DevToolsConnection | None:

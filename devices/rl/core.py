@@ -22,7 +22,7 @@ from clones.base import Clone, State
 from clones.server import Session, render_screen, working_copy
 from devices.clone_browser import Emulation
 from devices.clone_device import CloneDevice
-from devices.rl import cdp
+from devices.rl import cdp, direct_page
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.screen_cache import Lookup, ScreenCache
@@ -115,6 +115,22 @@ class RLCloneDevice(CloneDevice):
         super().close()
 
     async def _open(self, session: str) -> None:
+        """A new page is opened over the direct connection where there is one (`direct_page`); a
+        Playwright page (the direct path off, or headers to send) is attached to on first use."""
+        if self._page is None:
+            url = f"{self.server_url}/s/{session}{self.page_query}"
+            page = await direct_page.open_page(self.pool, self.emulation, url, headers=bool(self._headers))
+            if page is not None:
+                self._context, self._page, self._owns_context = None, page, False
+                self._generation = self.pool.generation
+                page.on("crash", self._on_crash)
+                self._direct = asyncio.get_running_loop().create_future()
+                self._direct.set_result(page.session)
+                self._session = session
+                self._touch_ends = 0
+                return
+        elif isinstance(self._page, direct_page.DirectPage) and session != self._session:
+            raise DeviceError(f"{self.serial}: an RL page shows one session", hint="open a new device")
         await super()._open(session)
         self._direct = None  # a new page or a navigation: attach afresh
 
