@@ -103,6 +103,22 @@ def test_a_crashed_page_fails_its_commands_and_an_exception_is_a_device_error():
     asyncio.run(scenario())
 
 
+def test_a_connection_remembers_only_the_latest_ended_sessions(monkeypatch):
+    """A host that opens and closes pages for days keeps a bounded record of ended sessions; a
+    forgotten one's commands are refused by Chromium itself ("Session with given id not found")."""
+    monkeypatch.setattr(cdp, "GONE_KEPT", 3)
+
+    async def scenario() -> None:
+        connection, _ = await _connected()
+        for n in range(5):
+            connection._dispatch({"method": "Target.detachedFromTarget", "params": {"sessionId": f"S{n}"}})
+        assert list(connection._gone) == ["S2", "S3", "S4"]
+        with pytest.raises(DeviceLost, match="detached"):
+            await cdp.PageSession(connection, "S4").send("Runtime.evaluate", {"expression": "1"})
+
+    asyncio.run(scenario())
+
+
 # --- in a host's environments -----------------------------------------------------------------------
 
 

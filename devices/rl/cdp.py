@@ -24,6 +24,7 @@ import logging
 import os
 import uuid
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ DEVTOOLS_ARGS = ("--remote-debugging-port=0",)
 # screen scale)
 POOL_MARK = "--realbench-pool="
 LOST_BROWSER_WAIT_S = 5.0
+GONE_KEPT = 4096
 # False: every page keeps Playwright's path and browsers started afterwards open no DevTools port
 # (`use_playwright`, or REALBENCH_RL_DEVTOOLS=0 in the environment)
 ENABLED = os.environ.get("REALBENCH_RL_DEVTOOLS", "1") != "0"
@@ -102,7 +104,9 @@ class DevToolsConnection:
     _ws: Any = None
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _pending: dict[int, tuple[asyncio.Future[Any], str | None]] = field(default_factory=dict)
-    _gone: dict[str, str] = field(default_factory=dict)  # session id -> why it ended
+    # session id -> why it ended, the latest `GONE_KEPT` (a host that opens and closes pages for days
+    # would otherwise keep every one; Chromium itself refuses a forgotten session's commands)
+    _gone: OrderedDict[str, str] = field(default_factory=OrderedDict)
     _reader: asyncio.Task[None] | None = None
     _targets: dict[str, str] = field(default_factory=dict)  # page URL -> target id, from a listing
     _listing: asyncio.Future[None] | None = None
@@ -183,6 +187,8 @@ class DevToolsConnection:
         if session is None:
             return
         self._gone[session] = why
+        while len(self._gone) > GONE_KEPT:
+            self._gone.popitem(last=False)
         for future, owner in list(self._pending.values()):
             if owner == session and not future.done():
                 future.set_exception(DeviceLost(f"the page is gone ({why})"))
