@@ -66,6 +66,10 @@ CHROMIUM_ARGS = (
     "--hide-scrollbars",
 )
 CALL_TIMEOUT_S = 30.0
+# the phone a clone page emulates speaks Chinese in China's time zone (RL pages opened over the
+# direct DevTools connection get the same, devices/rl/direct_page.py)
+PAGE_LOCALE = "zh-CN"
+PAGE_TIMEZONE = "Asia/Shanghai"
 # Chromium's start, per attempt. Under heavy load a start can outlast Playwright's default 30 s;
 # the second attempt waits longer rather than failing whatever needed the browser.
 LAUNCH_TIMEOUTS_S = (30.0, 90.0)
@@ -297,8 +301,8 @@ class BrowserPool:
             device_scale_factor=scale,
             is_mobile=True,
             has_touch=True,
-            locale="zh-CN",
-            timezone_id="Asia/Shanghai",
+            locale=PAGE_LOCALE,
+            timezone_id=PAGE_TIMEZONE,
             extra_http_headers=dict(headers) or None,
             # No media-feature overrides: Playwright's defaults (a light colour scheme, no reduced
             # motion, ...) are what Chromium shows anyway, but an override sent for a new page is

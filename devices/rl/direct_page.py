@@ -20,14 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from devices.clone_browser import CALL_TIMEOUT_S, BrowserPool, Emulation
+from devices.clone_browser import CALL_TIMEOUT_S, PAGE_LOCALE, PAGE_TIMEZONE, BrowserPool, Emulation
 from devices.rl import cdp
 from realbench.errors import DeviceError
 
 log = logging.getLogger(__name__)
 
-LOCALE = "zh-CN"
-TIMEZONE = "Asia/Shanghai"
 # Playwright's default font families for a headless Chromium on Linux (Page.setFontFamilies): a
 # clone's CSS names its fonts, but generic families fall back to these on Playwright's pages too
 FONT_FAMILIES = {
@@ -122,9 +120,9 @@ def emulation_commands(emulation: Emulation, scale: float) -> list[tuple[str, di
         ),
         ("Emulation.setFocusEmulationEnabled", {"enabled": True}),
         ("Emulation.setTouchEmulationEnabled", {"enabled": True}),
-        ("Emulation.setUserAgentOverride", {"userAgent": "", "acceptLanguage": LOCALE}),
-        ("Emulation.setLocaleOverride", {"locale": LOCALE}),
-        ("Emulation.setTimezoneOverride", {"timezoneId": TIMEZONE}),
+        ("Emulation.setUserAgentOverride", {"userAgent": "", "acceptLanguage": PAGE_LOCALE}),
+        ("Emulation.setLocaleOverride", {"locale": PAGE_LOCALE}),
+        ("Emulation.setTimezoneOverride", {"timezoneId": PAGE_TIMEZONE}),
         ("Page.setFontFamilies", {"fontFamilies": FONT_FAMILIES}),
     ]
 
