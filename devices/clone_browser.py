@@ -285,16 +285,21 @@ class BrowserPool:
             )
         return True
 
+    def page_scale(self, emulation: Emulation) -> float:
+        """The device scale factor a page of `emulation` lives at in this browser.
+
+        Without a render scale, pages live at one pixel per CSS px and a capture renders them at
+        the emulation's scale (a scaled clip). Chromium drops a page back to scale 1 after such a
+        capture anyway, so pages born at the emulation's scale changed scale once, and a screen
+        first drawn before that change came out a pixel row apart from the same screen drawn
+        after it (environments restored into one snapshot disagreed). Idle pages at scale 1
+        also keep memory low. With a render scale, pages are born at it and never leave it."""
+        return emulation.scale if self.captures_as_drawn(emulation) else 1
+
     async def _new_context(self, emulation: Emulation, headers: Headers = ()) -> Any:
         if self._lost is not None or self._browser is None:
             raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
-        # Without a render scale, pages live at one pixel per CSS px and a capture renders them at
-        # the emulation's scale (a scaled clip). Chromium drops a page back to scale 1 after such a
-        # capture anyway, so pages born at the emulation's scale changed scale once, and a screen
-        # first drawn before that change came out a pixel row apart from the same screen drawn
-        # after it (environments restored into one snapshot disagreed). Idle pages at scale 1
-        # also keep memory low. With a render scale, pages are born at it and never leave it.
-        scale = emulation.scale if self.captures_as_drawn(emulation) else 1
+        scale = self.page_scale(emulation)
         return await self._browser.new_context(
             viewport={"width": emulation.width, "height": emulation.height},
             screen={"width": emulation.width, "height": emulation.height},

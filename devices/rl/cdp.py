@@ -10,8 +10,9 @@ launches the browser and reports its death.
 
 The browser is started with ``--remote-debugging-port=0`` and a mark naming its pool
 (`devtools_args`); Chromium then writes the port it chose into ``DevToolsActivePort`` in its
-profile directory, found from the marked browser process's command line. The port listens on 127.0.0.1 only, and these browsers show clone pages of a
-local server, nothing of a real account. Where no such port is found the page keeps Playwright's path.
+profile directory, found from the marked browser process's command line. The port listens on
+127.0.0.1 only, and these browsers show clone pages of a local server, nothing of a real account.
+Where no such port is found the page keeps Playwright's path.
 """
 
 from __future__ import annotations

@@ -155,9 +155,11 @@ async def open_page(
         emulating, session = await asyncio.gather(
             connection.attach(target, pool), connection.attach(target, pool)
         )
-        scale = emulation.scale if pool.captures_as_drawn(emulation) else 1
         await asyncio.gather(
-            *(_emulate(emulating, m, p) for m, p in emulation_commands(emulation, scale)),
+            *(
+                _emulate(emulating, m, p)
+                for m, p in emulation_commands(emulation, pool.page_scale(emulation))
+            ),
             # crashes are reported to sessions that enabled the Inspector domain
             session.send("Inspector.enable"),
         )
