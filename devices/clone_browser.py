@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from devices.chromium_features import CLONE_DISABLED_FEATURES, DISABLE, launch_args
 from realbench.errors import BrowserMissingError, ConfigError, DeviceError, DeviceLost
 from realbench.loop_thread import start_loop_thread
 
@@ -159,7 +160,8 @@ class BrowserPool:
         shared_args = ("--process-per-site",) if self.isolation is Isolation.SHARED else ()
         # repr: all of the float's digits, so Chromium's surface is the emulation's pixel size
         scale_args = () if render_scale is None else (f"--force-device-scale-factor={render_scale!r}",)
-        self.args = (*CHROMIUM_ARGS, *shared_args, *scale_args, *extra_args)
+        features = (DISABLE + ",".join(CLONE_DISABLED_FEATURES),)
+        self.args = (*CHROMIUM_ARGS, *shared_args, *scale_args, *features, *extra_args)
         self._contexts: dict[tuple[Emulation, Headers], list[_Shard]] = {}
         self._cdp: asyncio.Future[Any] | None = None  # the browser-level CDP session
         # Held while a shared context is being created: without it, environments set up at once
@@ -231,7 +233,7 @@ class BrowserPool:
             self._browser = await self._pw.chromium.launch(
                 executable_path=str(self.executable),
                 headless=True,
-                args=list(self.args),
+                args=launch_args(self.args),
                 timeout=timeout_s * 1000,
             )
         except asyncio.CancelledError:  # the caller gave up waiting: leave no driver behind
