@@ -59,14 +59,17 @@ def test_a_driver_without_the_list_is_reported_as_none(monkeypatch, tmp_path):
 
 
 def _browsers() -> dict[int, list[str]]:
-    """Command lines of the browser processes below this one, read from /proc, by pid."""
+    """Command lines of the browser processes below this one (not their helpers: renderers, crash
+    handler), read from /proc, by pid."""
     found = {}
     for pid in descendant_pids(os.getpid()):
         try:
             argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")
         except OSError:
             continue
-        if Path(argv[0]).name.startswith("chrom") and not any(a.startswith("--type=") for a in argv):
+        if Path(argv[0]).name == Path(DEFAULT_CHROMIUM).name and not any(
+            a.startswith("--type=") for a in argv
+        ):
             found[pid] = argv
     return found
 

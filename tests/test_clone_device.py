@@ -220,6 +220,87 @@ def test_same_screen_rerender_patches_the_dom_to_what_a_fresh_render_builds(clon
     assert marked > 20 and kept >= 0.9 * marked, (kept, marked)
 
 
+# A screen with every kind of state a page holds beyond its HTML: scrollers (the clone's and any
+# other overflowing box), text typed into named and unnamed fields, a box toggled by hand, focus,
+# a field's selection, an animation under way.
+_STATEFUL_SCREEN = (
+    '<style>@keyframes rb-test-spin{to{transform:rotate(1turn)}}</style><main class="rb-screen">'
+    '<div class="scroll" id="list" style="height:120px;overflow:auto">{rows}</div>'
+    '<div id="box" style="height:80px;overflow:auto"><div style="height:600px">长</div></div>'
+    '<input name="query" id="query"><input id="plain"><input name="kept" value="预设">'
+    '<input type="checkbox" name="agree" id="agree" checked><textarea name="note">备注</textarea>'
+    '<div style="animation:rb-test-spin 2s linear infinite;width:20px">转</div>'
+    '<div id="clip" style="height:50px;overflow:hidden;flex:none"><div style="height:500px">隐</div></div>'
+    "</main>"
+).replace("{rows}", "".join(f'<div style="height:40px">行{i}</div>' for i in range(30)))
+_DISTURB = """() => {
+  document.getElementById('list').scrollTop = 300;
+  document.getElementById('box').scrollTop = 200;
+  document.getElementById('clip').scrollTop = 50;  // overflow: hidden, scrolled all the same
+  document.getElementById('query').value = '打字';
+  document.getElementById('plain').value = '也打字';
+  document.querySelector('[name=kept]').value = '改了';
+  document.getElementById('agree').checked = false;
+  document.querySelector('textarea').value = '改了';
+  const q = document.getElementById('query');
+  q.focus(); q.setSelectionRange(0, 1);
+  document.getAnimations().forEach((a) => { a.currentTime = 1500; });
+}"""
+_PAGE_STATE = """() => {
+  const scrolled = Array.from(document.querySelectorAll('#app *'))
+    .filter((e) => e.scrollTop || e.scrollLeft).map((e) => e.id || e.tagName);
+  const active = document.activeElement;
+  return {
+    scrolled,
+    focus: active && active !== document.body ? active.id || active.tagName : null,
+    selected: document.activeElement.selectionEnd ? String(document.activeElement.selectionEnd) : "",
+    late: document.getAnimations().filter((a) => a.currentTime > 1000).length,
+  };
+}"""
+
+
+@pytest.mark.browser
+def test_a_fresh_screen_patched_in_holds_nothing_a_freshly_built_page_would_not(clone_server, browser_pool):
+    """A reset patches its screen into the page (drawing only what changed) and must leave the page
+    as a freshly built one: the same DOM and field values, nothing scrolled, focused, selected, or
+    late in an animation."""
+    route = "home"
+    pages = [CloneDevice(browser_pool, clone_server.url, get_clone(TOY)) for _ in range(2)]
+    try:
+        for dev in pages:
+            open_session(clone_server, dev)
+        used, built = pages
+        screen = {"version": 1, "route": route, "html": _STATEFUL_SCREEN}
+        used.show(screen)
+        used._run(used._page_eval(_DISTURB), "disturb")
+        disturbed = used._run(used._page_eval(_PAGE_STATE), "state")
+        # the attack took: every kind of state is there to be cleared
+        assert disturbed["scrolled"] == ["list", "box", "clip"] and disturbed["focus"] == "query"
+        assert disturbed["selected"] == "1" and disturbed["late"]
+        used._run(
+            used._page_eval("() => document.querySelectorAll('#app *').forEach((e) => { e.__kept = 1; })"),
+            "mark",
+        )
+        used.show(screen)  # fresh: the same HTML patched into the used page
+        kept = used._run(
+            used._page_eval("() => Array.from(document.querySelectorAll('#app *')).every((e) => e.__kept)"),
+            "kept",
+        )
+        assert kept  # patched, not rebuilt: Chromium redraws only what changed
+        # the reference: a screen of another route, which the page builds from its HTML alone
+        built._run(
+            built._page_eval("(d) => window.__rb.apply(d, false)", {**screen, "route": "other"}), "build"
+        )
+        state_of = {dev: dev._run(dev._page_eval(_PAGE_STATE), "state") for dev in pages}
+        assert state_of[used] == state_of[built] == {"scrolled": [], "focus": None, "selected": "", "late": 0}
+        assert used._run(used._page_eval(CANONICAL_DOM), "dom") == built._run(
+            built._page_eval(CANONICAL_DOM), "dom"
+        )
+    finally:
+        for dev in pages:
+            dev.close()
+
+
 # One row of a picker: the row posts its tap, the server renders the box checked or not; a named box
 # beside it is a form field the user toggles.
 _PICKER_ROW = (

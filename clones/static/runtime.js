@@ -217,6 +217,28 @@
     patchChildren(app(), parsed.content);
   }
 
+  // A fresh screen (a reset, a restore) is patched in as well: rebuilt whole, every reset made the
+  // renderer style, lay out, paint and rasterise the entire screen again, work that the pages
+  // sharing its renderer then waited behind (docs/benchmarks.md). What a patched page may still
+  // hold and a freshly built one never does is cleared: focus (and with it a field's selection),
+  // scroll offsets, typed text, animations under way (the page's text cannot be selected at all).
+  function freshScreen(html) {
+    var active = document.activeElement;
+    if (active && active !== body && active.blur) active.blur();
+    patchScreen(html);
+    // any box scrolls when told to (overflow: hidden ones too, e.g. to bring a focused field in)
+    var all = app().querySelectorAll("*");
+    for (var i = 0; i < all.length; i++) {
+      var el = all[i];
+      if (el.scrollTop || el.scrollLeft) { el.scrollTop = 0; el.scrollLeft = 0; }
+      if (el.tagName === "INPUT" && !NOT_TEXT.test(el.type) && !el.hasAttribute("value") && el.value) el.value = "";
+    }
+    if (document.getAnimations) {
+      var running = document.getAnimations();
+      for (var k = 0; k < running.length; k++) running[k].currentTime = 0;
+    }
+  }
+
   function apply(data, fresh) {
     var sameRoute = !fresh && data.route === body.dataset.route;
     if (fresh || data.html !== lastHtml) {
@@ -233,6 +255,7 @@
       swapping = true;
       try {
         if (sameRoute) patchScreen(data.html);
+        else if (fresh) freshScreen(data.html);
         else app().innerHTML = data.html;
       } finally {
         swapping = false;
