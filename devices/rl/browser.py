@@ -7,9 +7,9 @@ from pathlib import Path
 from devices.clone_browser import descendant_pids
 
 
-def chromium_processes(root: int) -> dict[int, str]:
-    """Chromium processes below `root`, pid -> process type ("browser", "renderer", "gpu-process"...)."""
-    out: dict[int, str] = {}
+def chromium_command_lines(root: int) -> dict[int, list[str]]:
+    """Chromium processes below `root`, pid -> command line."""
+    out: dict[int, list[str]] = {}
     for pid in descendant_pids(root):
         try:
             raw = (Path("/proc") / str(pid) / "cmdline").read_bytes()
@@ -17,10 +17,19 @@ def chromium_processes(root: int) -> dict[int, str]:
             continue
         # Chromium rewrites its command line into one space-separated string.
         argv = raw.replace(b"\0", b" ").decode(errors="replace").split()
-        if not argv or "chrom" not in Path(argv[0]).name:
-            continue
-        out[pid] = next((a.split("=", 1)[1] for a in argv if a.startswith("--type=")), "browser")
+        if argv and "chrom" in Path(argv[0]).name:
+            out[pid] = argv
     return out
+
+
+def process_type(argv: list[str]) -> str:
+    """A Chromium process's type from its command line ("browser", "renderer", "gpu-process"...)."""
+    return next((a.split("=", 1)[1] for a in argv if a.startswith("--type=")), "browser")
+
+
+def chromium_processes(root: int) -> dict[int, str]:
+    """Chromium processes below `root`, pid -> process type (`process_type`)."""
+    return {pid: process_type(argv) for pid, argv in chromium_command_lines(root).items()}
 
 
 def pss_mib(pids: list[int]) -> float:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from devices.clone_browser import BrowserPool
-from devices.rl.browser import chromium_processes
+from devices.rl.browser import chromium_command_lines, process_type
 from realbench.errors import DeviceError, DeviceLost
 
 log = logging.getLogger(__name__)
@@ -71,12 +71,8 @@ def devtools_endpoints(root: int | None = None, mark: str | None = None) -> list
     """Websocket URLs of the browsers below `root` (this process) that listen on a DevTools port
     (only the one launched with `mark`, when given)."""
     out = []
-    for pid, kind in chromium_processes(os.getpid() if root is None else root).items():
-        if kind != "browser":
-            continue
-        try:
-            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode().split()
-        except OSError:
+    for argv in chromium_command_lines(os.getpid() if root is None else root).values():
+        if process_type(argv) != "browser":
             continue
         if not any(a.startswith("--remote-debugging-port=") for a in argv):
             continue
