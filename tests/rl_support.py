@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
 
 from clones.toy import TOY
+from devices.rl import cdp
+from devices.rl.config import EnvConfig
+from devices.rl.host import EnvHost, ResetRequest
 from realbench.golden import GoldenAgent
 from realbench.observation import Observation, Screenshot
 from realbench.taskpack import parse_pack
@@ -90,3 +95,20 @@ def golden_action_for(agent: GoldenAgent, image: bytes, hierarchy: str | None) -
     return action_to_json(
         agent.next_action(Observation(screenshot=Screenshot.from_bytes(image), hierarchy=hierarchy))
     )
+
+
+def one_env(host: EnvHost, pack: str) -> int:
+    """One environment of `pack`'s buy-item task (JPEG observations), reset with seed 1."""
+    [env_id] = host.create([EnvConfig(pack=pack, task_id="buy-item", image="jpeg")])
+    host.reset([ResetRequest(env_id, seed=1)])
+    return env_id
+
+
+@contextlib.contextmanager
+def playwright_path() -> Iterator[None]:
+    """The direct DevTools path off for what runs inside (`cdp.use_playwright`), on again after."""
+    cdp.use_playwright()
+    try:
+        yield
+    finally:
+        cdp.ENABLED = True

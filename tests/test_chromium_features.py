@@ -1,5 +1,5 @@
-"""Feature switches of the clone browser: one --disable-features that keeps Playwright's list, and
-what switching off the deferral of a tap's tasks buys a page."""
+"""Feature switches of the clone browser: one --disable-features that keeps Playwright's list (what
+switching off the deferral of a tap's tasks buys a page is tested in tests/test_clone_device.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,12 @@ import logging
 import os
 from pathlib import Path
 
-import httpx
 import pytest
 
-from clones.base import get_clone
-from clones.toy import TOY
 from devices import chromium_features
 from devices.chromium_features import DISABLE, launch_args, playwright_disabled_features
-from devices.clone_browser import DEFAULT_CHROMIUM, BrowserPool, descendant_pids
-from devices.clone_device import CloneDevice
-from realbench.actions import Click
-from realbench.golden import to_normalised
-from realbench.hierarchy import Hierarchy, Selector
+from devices.clone_browser import DEFAULT_CHROMIUM, BrowserPool
+from devices.rl.browser import chromium_command_lines, process_type
 
 
 def test_every_disable_switch_is_folded_into_one_last_switch_with_playwrights_list():
@@ -59,19 +53,13 @@ def test_a_driver_without_the_list_is_reported_as_none(monkeypatch, tmp_path):
 
 
 def _browsers() -> dict[int, list[str]]:
-    """Command lines of the browser processes below this one (not their helpers: renderers, crash
-    handler), read from /proc, by pid."""
-    found = {}
-    for pid in descendant_pids(os.getpid()):
-        try:
-            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode().split("\0")
-        except OSError:
-            continue
-        if Path(argv[0]).name == Path(DEFAULT_CHROMIUM).name and not any(
-            a.startswith("--type=") for a in argv
-        ):
-            found[pid] = argv
-    return found
+    """Command lines of the browser processes below this one (not their helpers, nor a stand-in
+    for Chromium some other test started), by pid."""
+    return {
+        pid: argv
+        for pid, argv in chromium_command_lines(os.getpid()).items()
+        if process_type(argv) == "browser" and Path(argv[0]).name == Path(DEFAULT_CHROMIUM).name
+    }
 
 
 def _new_browser(before: dict[int, list[str]]) -> list[str]:
@@ -104,42 +92,3 @@ def test_the_browser_keeps_playwrights_disabled_features_and_gets_the_clones():
     applied = set(last[len(DISABLE) :].split(","))
     assert set(playwrights[len(DISABLE) :].split(",")) <= applied
     assert set(chromium_features.CLONE_DISABLED_FEATURES) <= applied
-
-
-# Which runs first after a touch starts: a timer set by the page's touchstart handler, or the next
-# frame. While Chromium defers a tap's tasks until its frame, the timer always loses; the clone's
-# answer to a tap (a WebSocket message, the same kind of deferrable task) waited the same way.
-_RACE = """() => {
-  window.__firsts = [];
-  document.addEventListener('touchstart', () => {
-    let done = false;
-    const first = (who) => { if (!done) { done = true; window.__firsts.push(who); } };
-    setTimeout(() => first('timer'), 0);
-    requestAnimationFrame(() => first('frame'));
-  }, true);
-}"""
-
-
-@pytest.mark.browser
-def test_a_tap_does_not_hold_the_pages_tasks_back_until_a_frame(clone_server, browser_pool):
-    taps = 10
-    dev = CloneDevice(browser_pool, clone_server.url, get_clone(TOY))
-    try:
-        sid = httpx.post(f"{clone_server.url}/api/sessions", json={"clone": TOY, "setup": {}}).json()[
-            "session"
-        ]
-        dev.open(sid)
-        node = Hierarchy(dev.observe().hierarchy).find_one(Selector(text="商品列表"))
-        assert node is not None
-        w, h = dev.size()
-        x, y = to_normalised(*node.bounds.center, w, h)
-        dev._run(dev._page_eval(_RACE), "race")
-        for _ in range(taps):
-            dev.act(Click(x=x, y=y))
-            dev.observe()
-        firsts = dev._run(dev._page_eval("() => window.__firsts"), "firsts")
-    finally:
-        dev.close()
-    assert len(firsts) == taps
-    # a frame can come due within the timer's millisecond now and then; deferred, it always won
-    assert firsts.count("timer") >= taps * 0.6, firsts

@@ -12,6 +12,7 @@ from devices.rl import cdp
 from devices.rl.config import EnvConfig
 from devices.rl.host import EnvHost, ResetRequest, StepRequest
 from realbench.errors import DeviceError, DeviceLost
+from tests.rl_support import one_env, playwright_path
 
 ACTIONS = [
     '{"type": "click", "x": 500, "y": 180}',
@@ -155,8 +156,7 @@ def test_pages_use_the_direct_path_and_observe_what_playwrights_path_observes(en
 
 @pytest.mark.browser
 def test_a_script_error_is_a_device_error_and_the_page_stays_usable(env_host, rl_pack):
-    [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
-    env_host.reset([ResetRequest(env_id, seed=1)])
+    env_id = one_env(env_host, rl_pack)
     device = env_host.env(env_id)._device
     assert device is not None
     with pytest.raises(DeviceError, match="boom"):
@@ -168,21 +168,15 @@ def test_a_script_error_is_a_device_error_and_the_page_stays_usable(env_host, rl
 
 @pytest.mark.browser
 def test_with_the_direct_path_off_a_browser_opens_no_devtools_port(rl_pack):
-    cdp.use_playwright()
-    try:
-        with EnvHost() as env_host:
-            [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
-            env_host.reset([ResetRequest(env_id, seed=1)])
-            env = env_host.env(env_id)
-            browser = env_host.browser(env.emulation)
-            assert browser is not None
-            assert not any(a.startswith("--remote-debugging-port") for a in browser.pool.args)
-            assert _direct(env_host, env_id) is None
-    finally:
-        cdp.ENABLED = True
+    with playwright_path(), EnvHost() as env_host:
+        env_id = one_env(env_host, rl_pack)
+        env = env_host.env(env_id)
+        browser = env_host.browser(env.emulation)
+        assert browser is not None
+        assert not any(a.startswith("--remote-debugging-port") for a in browser.pool.args)
+        assert _direct(env_host, env_id) is None
     with EnvHost() as env_host:  # and on again: the port is there
-        [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
-        env_host.reset([ResetRequest(env_id, seed=1)])
+        env_id = one_env(env_host, rl_pack)
         browser = env_host.browser(env_host.env(env_id).emulation)
         assert browser is not None and "--remote-debugging-port=0" in browser.pool.args
         assert _direct(env_host, env_id) is not None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from devices.rl import cdp
 from devices.rl.config import EnvConfig
 from devices.rl.direct_page import DirectPage
 from devices.rl.host import EnvHost, ResetRequest, StepRequest
+from tests.rl_support import one_env, playwright_path
 
 pytestmark = pytest.mark.browser
 
@@ -37,8 +37,7 @@ FACTS_JS = """() => {
 
 
 def test_a_direct_page_reports_what_a_playwright_page_of_its_browser_reports(env_host, rl_pack):
-    [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
-    env_host.reset([ResetRequest(env_id, seed=1)])
+    env_id = one_env(env_host, rl_pack)
     device = env_host.env(env_id)._device
     assert device is not None and isinstance(device._page, DirectPage)
     direct = device._run(device._page_eval(FACTS_JS), "facts")
@@ -87,11 +86,6 @@ def test_playwright_never_sees_direct_pages_and_a_closed_environment_closes_its_
 
 
 def test_with_the_direct_path_off_pages_are_playwrights(rl_pack):
-    cdp.use_playwright()
-    try:
-        with EnvHost() as env_host:
-            [env_id] = env_host.create([EnvConfig(pack=rl_pack, task_id="buy-item", image="jpeg")])
-            env_host.reset([ResetRequest(env_id, seed=1)])
-            assert not isinstance(env_host.env(env_id)._device._page, DirectPage)
-    finally:
-        cdp.ENABLED = True
+    with playwright_path(), EnvHost() as env_host:
+        env_id = one_env(env_host, rl_pack)
+        assert not isinstance(env_host.env(env_id)._device._page, DirectPage)
