@@ -17,7 +17,7 @@ import devices.rl  # noqa: F401  (registers the Gymnasium ids)
 from devices.rl.browser import chromium_processes
 from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
 from devices.rl.gym_env import RealbenchEnv
-from devices.rl.host import StepRequest, acquire_shared_host, release_shared_host
+from devices.rl.host import EnvHost, StepRequest, acquire_shared_host, release_shared_host
 from devices.rl.spaces import screen_size
 from devices.rl.transitions import EnvObservation
 from realbench.errors import ActionError, ConfigError, RealbenchError
@@ -385,6 +385,40 @@ def test_png_screenshots_and_drifted_clones(host, packs):
         env.close()
     with pytest.raises(RealbenchError, match="drift"):
         RealbenchEnv(packs["toy"], "buy-item", host=host, drift="no-such-profile")
+
+
+def test_a_window_nobody_sees_leaves_the_observations_as_they_were(packs):
+    """RL pages live in a 16 px window (`WINDOW_SIZE_ARG`); they emulate their phone and are
+    captured from their own surface, so every observation is the one a page in Chromium's default
+    800x600 window gives."""
+    seen = {}
+    for window in ((), ("--window-size=800,600",)):  # Chromium takes the last size it is given
+        h = EnvHost(browser_args=window).start()
+        try:
+            e = RealbenchEnv(packs["toy"], "buy-item", host=h, screen_cache=False, image="png")
+            obs, _ = e.reset(seed=1)
+            agent = GoldenAgent()
+            agent.reset(h.env(e.env_id)._episode.instance)
+            frames = [obs]
+            for _ in range(2):  # the list, then an item's page (the plan's third tap buys)
+                frames.append(e.step(golden_action(agent, _obs_of(e)))[0])
+            device = h.env(e.env_id)._device
+            assert device is not None and device._direct is not None  # a page opened over DevTools
+
+            async def bounds(device=device) -> dict:
+                return (await (await device._session_cdp()).send("Browser.getWindowForTarget"))["bounds"]
+
+            found = device._run(bounds(), "window bounds")
+            seen[window] = ((found["width"], found["height"]), frames)
+            e.close()
+        finally:
+            h.close()
+    small, default = seen[()], seen[("--window-size=800,600",)]
+    assert small[0] == (16, 16) and default[0] == (800, 600)
+    assert len({f["hierarchy"] for f in small[1]}) == 3  # three different screens
+    for a, b in zip(small[1], default[1], strict=True):
+        assert a["hierarchy"] == b["hierarchy"]
+        assert bytes(a["screenshot"]) == bytes(b["screenshot"])
 
 
 def test_train_ticketing_golden_plan_earns_reward_one_through_its_registered_id(host):
