@@ -5,7 +5,9 @@ for the module; environments on the toy clone."""
 from __future__ import annotations
 
 import os
+import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -14,10 +16,14 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import devices.rl  # noqa: F401  (registers the Gymnasium ids)
-from devices.rl.browser import chromium_processes
+from devices.clone_device import CloneDevice
+from devices.rl import cdp
+from devices.rl.browser import chromium_command_lines, chromium_processes, process_type
+from devices.rl.config import EnvConfig
+from devices.rl.core import RLCloneDevice
 from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
 from devices.rl.gym_env import RealbenchEnv
-from devices.rl.host import EnvHost, StepRequest, acquire_shared_host, release_shared_host
+from devices.rl.host import EnvHost, ResetRequest, StepRequest, acquire_shared_host, release_shared_host
 from devices.rl.spaces import screen_size
 from devices.rl.transitions import EnvObservation
 from realbench.errors import ActionError, ConfigError, RealbenchError
@@ -29,6 +35,8 @@ from tests.rl_support import OTHER_PACK, golden_action, write_pack
 pytestmark = pytest.mark.browser
 
 CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
+# the colour of the pixel `redrawBehind` recolours (body's last child)
+_BEHIND_COLOUR = "() => document.body.lastElementChild.style.backgroundColor"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -419,6 +427,74 @@ def test_a_window_nobody_sees_leaves_the_observations_as_they_were(packs):
     for a, b in zip(small[1], default[1], strict=True):
         assert a["hierarchy"] == b["hierarchy"]
         assert bytes(a["screenshot"]) == bytes(b["screenshot"])
+
+
+def _browser_anonymous_mib(host: EnvHost) -> float:
+    """The anonymous memory of `host`'s one browser process, from /proc/PID/smaps_rollup."""
+    [browser] = host._browsers.values()
+    mark = cdp.pool_mark(browser.pool)
+    [pid] = [
+        pid
+        for pid, argv in chromium_command_lines(os.getpid()).items()
+        if process_type(argv) == "browser" and mark in argv
+    ]
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Anonymous:")) / 1024
+
+
+def redrawn_frees(host: EnvHost, ids: list[int]) -> float:
+    """MiB of the browser's anonymous memory that a redraw of every page frees."""
+    before = _browser_anonymous_mib(host)
+    for i in ids:
+        device = host.env(i)._device
+        assert device is not None
+        device._run(device._page_eval("() => window.__rb.redrawBehind()"), "redraw")
+    time.sleep(0.5)  # a frame or two
+    return before - _browser_anonymous_mib(host)
+
+
+def test_a_capture_leaves_no_frames_behind_in_the_browser(packs, monkeypatch):
+    """The display compositor keeps a capture's bitmaps (two frames) until it draws the page again,
+    which in a 16 px window it seldom does: RL pages redraw a pixel behind their status bar after
+    each capture. Read from the browser process's own memory."""
+    n = 8
+    frame_mib = 448 * 995 * 4 / 2**20
+    h = EnvHost().start()
+    try:
+        config = EnvConfig(
+            pack=packs["toy"], task_id="buy-item", image="png", short_side=448, screen_cache=False
+        )
+        ids = h.create([config] * n)
+        with monkeypatch.context() as m:  # captures as a plain clone device takes them
+            m.setattr(RLCloneDevice, "_capture", CloneDevice._capture)
+            h.reset([ResetRequest(i, seed=1) for i in ids])
+            h.step([StepRequest(i, CLICK_LIST) for i in ids])
+        assert redrawn_frees(h, ids) >= n * frame_mib  # at least a frame per page (two seen)
+        h.reset([ResetRequest(i, seed=2) for i in ids])
+        h.step([StepRequest(i, CLICK_LIST) for i in ids])
+        assert redrawn_frees(h, ids) < n * frame_mib / 2  # the pages' own captures kept nothing
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("pack", ["toy", "train_ticketing", "bank"])
+def test_the_pixel_redrawn_after_each_capture_never_shows(host, packs, pack):
+    """`redrawBehind` recolours a pixel behind the status bar black, then white: a reset's
+    capture and two observations after it (one of each colour) are the same image."""
+    path = packs["toy"] if pack == "toy" else str(Path(__file__).resolve().parents[1] / "taskpacks" / pack)
+    [env_id] = host.create([EnvConfig(pack=path, image="png", short_side=448, screen_cache=False)])
+    try:
+        [reset] = host.reset([ResetRequest(env_id, seed=0)])
+        device = host.env(env_id)._device
+        assert device is not None
+        images = [bytes(reset.observation.image), *(device.observe().screenshot.data for _ in range(2))]
+        colours = device._run(device._page_eval(_BEHIND_COLOUR), "colour")
+        # three captures, each followed by a redraw: black, white, black; so the images were
+        # taken before the pixel existed, over black and over white
+        assert colours == "rgb(0, 0, 0)"
+        assert images[1] == images[0] and images[2] == images[0]
+    finally:
+        host.close_envs([env_id])
 
 
 def test_train_ticketing_golden_plan_earns_reward_one_through_its_registered_id(host):

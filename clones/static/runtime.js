@@ -696,6 +696,21 @@
     return front;
   }
 
+  // A capture leaves the display compositor holding its intermediate bitmaps (two frames' worth of
+  // pixels per page) until it next draws the page, and in an RL page's 16 px window
+  // (devices/rl/host.py) only a change in that corner makes it draw. One pixel behind the status
+  // bar, recoloured after each capture: a frame drawn without the copy, the same pixels on screen.
+  var behind = null;
+  function redrawBehind() {
+    if (!behind) {
+      behind = document.createElement("div");
+      behind.setAttribute("aria-hidden", "true");
+      behind.style.cssText = "position:fixed;left:0;top:0;width:1px;height:1px;z-index:-1;pointer-events:none;";
+      body.appendChild(behind);
+    }
+    behind.style.backgroundColor = behind.style.backgroundColor === "rgb(0, 0, 0)" ? "rgb(255, 255, 255)" : "rgb(0, 0, 0)";
+  }
+
   function dumpHierarchy(scale) {
     scale = Number(scale) || window.devicePixelRatio || 1;
     var w = window.innerWidth, h = window.innerHeight;
@@ -733,6 +748,7 @@
     screenIsStill: screenIsStill,
     tapAcknowledged: tapAcknowledged,
     dumpHierarchy: dumpHierarchy,
+    redrawBehind: redrawBehind,
     transport: transport,
   };
   openSocket();
