@@ -7,7 +7,9 @@ its driver for every request and console message the page makes. An RL environme
 its page is driven by evaluations, captures and touch events. Here a page is created in a browser
 context of this connection's own (Playwright detaches from targets of contexts it did not make), given
 the emulation Playwright would give a page of `BrowserPool`'s contexts (the same commands and values:
-`tests/test_rl_direct_pages.py` compares what the two kinds of page report), and loaded.
+`tests/test_rl_direct_pages.py` compares what the two kinds of page report), and loaded. Unlike
+Playwright, nothing sizes its window to the viewport: the page keeps the small window its browser
+starts new pages in (`devices.rl.host.WINDOW_SIZE_ARG`).
 
 Pages whose requests need headers (a token-guarded server) keep Playwright's path.
 """
