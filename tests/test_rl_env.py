@@ -35,8 +35,8 @@ from tests.rl_support import OTHER_PACK, golden_action, write_pack
 pytestmark = pytest.mark.browser
 
 CLICK_LIST = '{"type": "click", "x": 500, "y": 180}'
-# the colour of the pixel `redrawBehind` recolours (body's last child)
-_BEHIND_COLOUR = "() => document.body.lastElementChild.style.backgroundColor"
+# the colour of the pixel `redrawBehind` recolours
+_BEHIND_COLOUR = "() => document.querySelector('[data-rb-behind]').style.backgroundColor"
 
 
 @pytest.fixture(scope="module", autouse=True)

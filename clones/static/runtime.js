@@ -705,6 +705,7 @@
     if (!behind) {
       behind = document.createElement("div");
       behind.setAttribute("aria-hidden", "true");
+      behind.setAttribute("data-rb-behind", "");
       behind.style.cssText = "position:fixed;left:0;top:0;width:1px;height:1px;z-index:-1;pointer-events:none;";
       body.appendChild(behind);
     }
