@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import time
+from pathlib import Path
 
 import pytest
 
+from devices.clone_browser import BrowserPool
 from devices.rl import cdp
 from devices.rl.config import EnvConfig
 from devices.rl.host import EnvHost, ResetRequest, StepRequest
@@ -118,6 +122,38 @@ def test_a_connection_remembers_only_the_latest_ended_sessions(monkeypatch):
             await cdp.PageSession(connection, "S4").send("Runtime.evaluate", {"expression": "1"})
 
     asyncio.run(scenario())
+
+
+@pytest.mark.browser
+def test_a_browser_whose_port_file_comes_late_is_waited_for_and_a_missing_one_is_not():
+    """Chromium writes the file naming its DevTools port a moment after it starts; a page asking for
+    the connection before that must not be left on Playwright's path for the browser's life."""
+    args = cdp.devtools_args()
+    mark = args[-1]
+    with BrowserPool(extra_args=args) as pool:
+        [endpoint] = cdp.devtools_endpoints(None, mark)
+        [profile] = [
+            a.split("=", 1)[1]
+            for argv in cdp.chromium_command_lines(os.getpid()).values()
+            if mark in argv and cdp.process_type(argv) == "browser"
+            for a in argv
+            if a.startswith("--user-data-dir=")
+        ]
+        port_file = Path(profile) / "DevToolsActivePort"
+        hidden = port_file.with_name("DevToolsActivePort.later")
+        port_file.rename(hidden)  # as it is before Chromium writes it
+
+        async def late() -> tuple[list[str], float]:
+            started = time.monotonic()
+            asyncio.get_running_loop().call_later(0.3, hidden.rename, port_file)
+            return await cdp._marked_endpoints(mark), time.monotonic() - started
+
+        found, waited = asyncio.run(late())
+        assert found == [endpoint] and waited >= 0.3
+        assert pool.running
+    started = time.monotonic()
+    assert asyncio.run(cdp._marked_endpoints(cdp.devtools_args()[-1])) == []  # no such browser
+    assert time.monotonic() - started < 1
 
 
 # --- in a host's environments -----------------------------------------------------------------------

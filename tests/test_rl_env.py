@@ -442,15 +442,28 @@ def _browser_anonymous_mib(host: EnvHost) -> float:
     return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Anonymous:")) / 1024
 
 
+def _steady_anonymous_mib(host: EnvHost) -> float:
+    """The browser's anonymous memory once two readings 0.3 s apart agree within 0.5 MiB (frames
+    the pages asked for may draw late on a loaded machine), at most 10 s."""
+    last = _browser_anonymous_mib(host)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = _browser_anonymous_mib(host)
+        if abs(now - last) < 0.5:
+            return now
+        last = now
+    return last
+
+
 def redrawn_frees(host: EnvHost, ids: list[int]) -> float:
     """MiB of the browser's anonymous memory that a redraw of every page frees."""
-    before = _browser_anonymous_mib(host)
+    before = _steady_anonymous_mib(host)
     for i in ids:
         device = host.env(i)._device
         assert device is not None
         device._run(device._page_eval("() => window.__rb.redrawBehind()"), "redraw")
-    time.sleep(0.5)  # a frame or two
-    return before - _browser_anonymous_mib(host)
+    return before - _steady_anonymous_mib(host)
 
 
 def test_a_capture_leaves_no_frames_behind_in_the_browser(packs, monkeypatch):

@@ -43,6 +43,7 @@ DEVTOOLS_ARGS = ("--remote-debugging-port=0",)
 # screen scale)
 POOL_MARK = "--realbench-pool="
 LOST_BROWSER_WAIT_S = 5.0
+PORT_FILE_WAIT_S = 10.0
 GONE_KEPT = 4096
 # False: every page keeps Playwright's path and browsers started afterwards open no DevTools port
 # (`use_playwright`, or REALBENCH_RL_DEVTOOLS=0 in the environment)
@@ -337,13 +338,35 @@ async def _connection(pool: BrowserPool, url: str) -> DevToolsConnection | None:
 
 
 async def _find_marked(mark: str) -> DevToolsConnection | None:
-    for endpoint in await asyncio.to_thread(devtools_endpoints, None, mark):
+    for endpoint in await _marked_endpoints(mark):
         try:
             return await DevToolsConnection(endpoint).connect()
         except Exception as exc:  # the browser going away: its pages keep Playwright's path
             log.debug("DevTools endpoint %s: %s", endpoint, exc)
     log.info("no DevTools port for the browser marked %s", mark)
     return None
+
+
+async def _marked_endpoints(mark: str) -> list[str]:
+    """The endpoints of the browser marked `mark`, waiting while it runs without one: Chromium
+    writes the file naming its port a moment after it starts, and on a loaded machine Playwright
+    can hand the browser over (and a first page ask for its connection) before that. What is found
+    first is kept for the browser's life."""
+    deadline = asyncio.get_running_loop().time() + PORT_FILE_WAIT_S
+    while True:
+        found = await asyncio.to_thread(devtools_endpoints, None, mark)
+        if found or asyncio.get_running_loop().time() >= deadline:
+            return found
+        if not await asyncio.to_thread(_marked_browser_running, mark):
+            return []
+        await asyncio.sleep(0.05)
+
+
+def _marked_browser_running(mark: str) -> bool:
+    return any(
+        process_type(argv) == "browser" and mark in argv
+        for argv in chromium_command_lines(os.getpid()).values()
+    )
 
 
 async def _find(url: str) -> DevToolsConnection | None:

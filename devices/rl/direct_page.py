@@ -141,9 +141,9 @@ async def open_page(
         return None
     context = await connection.page_context(pool.renderers)
     # Created at its URL, so the page starts in its site's renderer (about:blank first would cost a
-    # renderer process of its own, see `BrowserPool._open_in`); its window already at the viewport's
-    # size, as Playwright sets it. The emulation reaches it while it loads: RL pages open without a
-    # screen (`RLCloneDevice.page_query`), so nothing is laid out that a capture could see.
+    # renderer process of its own, see `BrowserPool._open_in`), in the browser's small window
+    # (`devices.rl.host.WINDOW_SIZE_ARG`). The emulation reaches it while it loads: RL pages open
+    # without a screen (`RLCloneDevice.page_query`), so nothing is laid out that a capture could see.
     created = await connection.send(
         "Target.createTarget",
         {"url": url, "browserContextId": context},
