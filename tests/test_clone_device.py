@@ -190,7 +190,7 @@ _RACE = """() => {
 
 @pytest.mark.browser
 def test_a_tap_does_not_hold_the_pages_tasks_back_until_a_frame(clone_server, device):
-    taps = 10
+    taps = 20
     open_session(clone_server, device)
     node = find(device, text="商品列表")
     device._run(device._page_eval(_RACE), "race")
@@ -199,8 +199,10 @@ def test_a_tap_does_not_hold_the_pages_tasks_back_until_a_frame(clone_server, de
         device.observe()
     firsts = device._run(device._page_eval("() => window.__firsts"), "firsts")
     assert len(firsts) == taps
-    # a frame can come due within the timer's millisecond now and then; deferred, it always won
-    assert firsts.count("timer") >= taps * 0.6, firsts
+    # Deferred, the frame always won (0 of 30, twice, beside four busy loops). Not deferred, the
+    # timer wins most taps on a quiet machine, but a loaded one often has a frame already due when
+    # the touch arrives (15 and 21 of 30 beside four busy loops): so at least 2 of 20.
+    assert firsts.count("timer") >= 2, firsts
 
 
 CANONICAL_DOM = """() => {
