@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -132,14 +130,9 @@ def test_a_browser_whose_port_file_comes_late_is_waited_for_and_a_missing_one_is
     mark = args[-1]
     with BrowserPool(extra_args=args) as pool:
         [endpoint] = cdp.devtools_endpoints(None, mark)
-        [profile] = [
-            a.split("=", 1)[1]
-            for argv in cdp.chromium_command_lines(os.getpid()).values()
-            if mark in argv and cdp.process_type(argv) == "browser"
-            for a in argv
-            if a.startswith("--user-data-dir=")
-        ]
-        port_file = Path(profile) / "DevToolsActivePort"
+        [argv] = cdp.devtools_browsers(None, mark).values()
+        port_file = cdp.port_file(argv)
+        assert port_file is not None
         hidden = port_file.with_name("DevToolsActivePort.later")
         port_file.rename(hidden)  # as it is before Chromium writes it
 

@@ -18,7 +18,7 @@ from gymnasium.utils.env_checker import check_env
 import devices.rl  # noqa: F401  (registers the Gymnasium ids)
 from devices.clone_device import CloneDevice
 from devices.rl import cdp
-from devices.rl.browser import chromium_command_lines, chromium_processes, process_type
+from devices.rl.browser import chromium_processes, rollup_mib
 from devices.rl.config import EnvConfig
 from devices.rl.core import RLCloneDevice
 from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
@@ -432,14 +432,8 @@ def test_a_window_nobody_sees_leaves_the_observations_as_they_were(packs):
 def _browser_anonymous_mib(host: EnvHost) -> float:
     """The anonymous memory of `host`'s one browser process, from /proc/PID/smaps_rollup."""
     [browser] = host._browsers.values()
-    mark = cdp.pool_mark(browser.pool)
-    [pid] = [
-        pid
-        for pid, argv in chromium_command_lines(os.getpid()).items()
-        if process_type(argv) == "browser" and mark in argv
-    ]
-    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Anonymous:")) / 1024
+    [pid] = cdp.devtools_browsers(None, cdp.pool_mark(browser.pool))
+    return rollup_mib([pid], "Anonymous")
 
 
 def _steady_anonymous_mib(host: EnvHost) -> float:

@@ -32,16 +32,23 @@ def chromium_processes(root: int) -> dict[int, str]:
     return {pid: process_type(argv) for pid, argv in chromium_command_lines(root).items()}
 
 
-def pss_mib(pids: list[int]) -> float:
-    """Summed proportional set size of `pids` from /proc/PID/smaps_rollup, in MiB (gone pids count 0)."""
+def rollup_mib(pids: list[int], field: str = "Pss") -> float:
+    """One field of /proc/PID/smaps_rollup ("Pss", "Anonymous", ...) summed over `pids`, in MiB
+    (gone pids count 0)."""
     total_kib = 0
+    prefix = f"{field}:"
     for pid in pids:
         try:
             text = (Path("/proc") / str(pid) / "smaps_rollup").read_text()
         except OSError:
             continue
         for line in text.splitlines():
-            if line.startswith("Pss:"):
+            if line.startswith(prefix):
                 total_kib += int(line.split()[1])
                 break
     return total_kib / 1024
+
+
+def pss_mib(pids: list[int]) -> float:
+    """Summed proportional set size of `pids`, in MiB (gone pids count 0)."""
+    return rollup_mib(pids, "Pss")

@@ -68,26 +68,40 @@ def use_playwright() -> None:
     ENABLED = False
 
 
+def devtools_browsers(root: int | None = None, mark: str | None = None) -> dict[int, list[str]]:
+    """Browser processes below `root` (this process) launched with a DevTools port (only the one
+    launched with `mark`, when given): pid -> command line."""
+    return {
+        pid: argv
+        for pid, argv in chromium_command_lines(os.getpid() if root is None else root).items()
+        if process_type(argv) == "browser"
+        and any(a.startswith("--remote-debugging-port=") for a in argv)
+        and (mark is None or mark in argv)
+    }
+
+
+def port_file(argv: list[str]) -> Path | None:
+    """The file in which the browser started with `argv` names its DevTools port (once it listens)."""
+    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--user-data-dir=")), None)
+    return None if profile is None else Path(profile) / "DevToolsActivePort"
+
+
+def _endpoint(argv: list[str]) -> str | None:
+    path = port_file(argv)
+    if path is None:
+        return None
+    try:
+        port, where = path.read_text().split()[:2]
+    except (OSError, ValueError):  # not written yet, or the browser is gone
+        return None
+    return f"ws://127.0.0.1:{int(port)}{where}"
+
+
 def devtools_endpoints(root: int | None = None, mark: str | None = None) -> list[str]:
     """Websocket URLs of the browsers below `root` (this process) that listen on a DevTools port
     (only the one launched with `mark`, when given)."""
-    out = []
-    for argv in chromium_command_lines(os.getpid() if root is None else root).values():
-        if process_type(argv) != "browser":
-            continue
-        if not any(a.startswith("--remote-debugging-port=") for a in argv):
-            continue
-        if mark is not None and mark not in argv:
-            continue
-        profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--user-data-dir=")), None)
-        if profile is None:
-            continue
-        try:
-            port, path = (Path(profile) / "DevToolsActivePort").read_text().split()[:2]
-        except (OSError, ValueError):
-            continue
-        out.append(f"ws://127.0.0.1:{int(port)}{path}")
-    return out
+    found = (_endpoint(argv) for argv in devtools_browsers(root, mark).values())
+    return [e for e in found if e is not None]
 
 
 class CDPError(DeviceError):
@@ -354,19 +368,11 @@ async def _marked_endpoints(mark: str) -> list[str]:
     first is kept for the browser's life."""
     deadline = asyncio.get_running_loop().time() + PORT_FILE_WAIT_S
     while True:
-        found = await asyncio.to_thread(devtools_endpoints, None, mark)
-        if found or asyncio.get_running_loop().time() >= deadline:
+        browsers = await asyncio.to_thread(devtools_browsers, None, mark)
+        found = [e for e in map(_endpoint, browsers.values()) if e is not None]
+        if found or not browsers or asyncio.get_running_loop().time() >= deadline:
             return found
-        if not await asyncio.to_thread(_marked_browser_running, mark):
-            return []
         await asyncio.sleep(0.05)
-
-
-def _marked_browser_running(mark: str) -> bool:
-    return any(
-        process_type(argv) == "browser" and mark in argv
-        for argv in chromium_command_lines(os.getpid()).values()
-    )
 
 
 async def _find(url: str) -> DevToolsConnection | None:
