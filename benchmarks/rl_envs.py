@@ -17,7 +17,10 @@ processes (one Chromium each) at the model's resolution, then measures:
   their own);
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
   together with random taps and back keys (each step: act, wait for the page, capture);
-- ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N;
+- ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N,
+  after the stepping; ``pss_per_env_mib_while_stepping``: the same read after each batch step of
+  the last two thirds of the stepping (median and max), since collected heaps and caches rise and
+  fall while stepping and one reading may catch a low;
 - ``cpu_ms_per_step``: CPU time of this process and everything below it (worker processes,
   Playwright's drivers, Chromium) while stepping, per environment step, by process kind: unlike
   the latencies, it hardly moves with other work on the machine;
@@ -76,6 +79,11 @@ def cpu_seconds_by_kind() -> dict[str, float]:
     return out
 
 
+def chromium_pss(venv: CloneVectorEnv) -> float:
+    """Summed PSS (MiB) of every worker's Chromium processes now."""
+    return float(sum(s["chromium_pss_mib"] for s in venv.pool.stats() if isinstance(s, dict)))
+
+
 def pack_and_task(pack: str | None, task: str | None) -> tuple[str, str | None, tuple[str, ...]]:
     """train_ticketing when its pack is there, else the toy clone's pack."""
     if pack:
@@ -129,6 +137,8 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         venv.step(random_actions(rng, n))  # warm-up
         steps = 0
         aborted = 0
+        pss_samples: list[float] = []
+        sampling = 0.0  # reading memory is not stepping
         cpu_before = cpu_seconds_by_kind()
         t = time.perf_counter()
         while time.perf_counter() - t < args.seconds:
@@ -138,11 +148,16 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             done = terminated | truncated
             if done.any():
                 venv.reset(options={"reset_mask": done})
-        elapsed = time.perf_counter() - t
+            if time.perf_counter() - t > args.seconds / 3:  # past the first collections
+                s0 = time.perf_counter()
+                pss_samples.append(chromium_pss(venv))
+                sampling += time.perf_counter() - s0
+        elapsed = time.perf_counter() - t - sampling
         cpu_after = cpu_seconds_by_kind()
         cpu_per_step = {k: round((cpu_after[k] - cpu_before[k]) / steps * 1000, 1) for k in cpu_after}
         stats = [s for s in venv.pool.stats() if isinstance(s, dict)]
         pss = sum(s["chromium_pss_mib"] for s in stats)
+        pss_samples.append(pss)
         cache = {
             k: sum(s["screen_cache"][k] for s in stats)
             for k in ("hits", "stored", "verified", "mismatches", "waited")
@@ -169,6 +184,11 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "cpu_ms_per_step": {**cpu_per_step, "all": round(sum(cpu_per_step.values()), 1)},
         "pss_per_env_mib": round(pss / n, 1),
         "pss_total_mib": round(pss, 1),
+        "pss_per_env_mib_while_stepping": {
+            "samples": len(pss_samples),
+            "median": round(float(np.median(pss_samples)) / n, 1),
+            "max": round(max(pss_samples) / n, 1),
+        },
         "aborted_steps": aborted,
     }
 

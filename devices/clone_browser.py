@@ -125,6 +125,11 @@ class Isolation(StrEnum):
     CONTEXT = "context"
 
 
+def default_renderers() -> int:
+    """Renderer processes a browser runs its pages in when told nothing: one per core, at most 4."""
+    return min(4, os.cpu_count() or 1)
+
+
 class BrowserPool:
     """One headless Chromium for this process, on its own event-loop thread.
 
@@ -155,7 +160,7 @@ class BrowserPool:
     ) -> None:
         self.executable = Path(executable)
         self.isolation = Isolation(isolation)
-        self.renderers = max(1, renderers or min(4, os.cpu_count() or 1))
+        self.renderers = max(1, renderers or default_renderers())
         self.render_scale = render_scale
         shared_args = ("--process-per-site",) if self.isolation is Isolation.SHARED else ()
         # repr: all of the float's digits, so Chromium's surface is the emulation's pixel size

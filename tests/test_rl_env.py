@@ -18,12 +18,19 @@ from gymnasium.utils.env_checker import check_env
 import devices.rl  # noqa: F401  (registers the Gymnasium ids)
 from devices.clone_device import CloneDevice
 from devices.rl import cdp
-from devices.rl.browser import chromium_processes, rollup_mib
+from devices.rl.browser import chromium_command_lines, chromium_processes, process_type, rollup_mib
 from devices.rl.config import EnvConfig
 from devices.rl.core import RLCloneDevice
 from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
 from devices.rl.gym_env import RealbenchEnv
-from devices.rl.host import EnvHost, ResetRequest, StepRequest, acquire_shared_host, release_shared_host
+from devices.rl.host import (
+    HEAP_GROWTH_ARG,
+    EnvHost,
+    ResetRequest,
+    StepRequest,
+    acquire_shared_host,
+    release_shared_host,
+)
 from devices.rl.spaces import screen_size
 from devices.rl.transitions import EnvObservation
 from realbench.errors import ActionError, ConfigError, RealbenchError
@@ -427,6 +434,26 @@ def test_a_window_nobody_sees_leaves_the_observations_as_they_were(packs):
     for a, b in zip(small[1], default[1], strict=True):
         assert a["hierarchy"] == b["hierarchy"]
         assert bytes(a["screenshot"]) == bytes(b["screenshot"])
+
+
+def test_rl_pages_javascript_runs_with_the_heaps_growth_bounded(host, packs):
+    """The V8 switch that bounds the heaps' growth between full collections (`HEAP_GROWTH_ARG`)
+    reaches the renderer processes the pages run in, read from their own command lines: V8 takes
+    its flags from there, and a caller's later ``--js-flags`` would replace it."""
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host, screen_cache=False)
+    try:
+        e.reset(seed=0)
+        browser = host.env(e.env_id)._browser
+        assert browser is not None
+        [pid] = cdp.devtools_browsers(None, cdp.pool_mark(browser.pool))
+        renderers = [
+            argv for argv in chromium_command_lines(pid).values() if process_type(argv) == "renderer"
+        ]
+        assert renderers
+        for argv in renderers:
+            assert [a for a in argv if a.startswith("--js-flags=")] == [HEAP_GROWTH_ARG], argv
+    finally:
+        e.close()
 
 
 def _browser_anonymous_mib(host: EnvHost) -> float:

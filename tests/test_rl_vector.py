@@ -3,14 +3,18 @@ batched steps, GRPO-style branching across workers, partial resets, and a lost w
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
+from devices.rl.browser import chromium_processes
 from devices.rl.config import EnvConfig
 from devices.rl.errors import SnapshotMismatch
 from devices.rl.gym_env import unwrap
 from devices.rl.spaces import to_gym_observation
 from devices.rl.vector import CloneVectorEnv
+from devices.rl.workers import renderers_per_browser
 from realbench.errors import ConfigError
 from tests.rl_support import OTHER_PACK, write_pack
 
@@ -131,3 +135,16 @@ def test_lost_worker_aborts_its_episodes_only_and_is_replaced(venv):
     obs, _ = venv.reset(seed=0, options={"reset_mask": truncated})
     _, _, _, truncated, infos = venv.step([CLICK_LIST] * 4)
     assert not truncated.any() and not infos["aborted"].any(), infos
+
+
+def test_each_workers_browser_runs_its_share_of_the_renderers_the_replacements_too(venv):
+    """Two pages per worker: each browser runs as many renderer processes as its share of the
+    machine's (one each on two cores, where two workers' browsers would otherwise run two each),
+    read from the processes themselves; after the test above, worker 1 is a replacement."""
+    venv.reset(seed=0)
+    share = renderers_per_browser(2)
+    assert share == max(1, min(4, os.cpu_count() or 1) // 2)
+    for worker in venv.pool.workers:
+        kinds = list(chromium_processes(worker.pid).values())
+        assert kinds.count("renderer") == min(2, share), (worker.name, kinds)
+    assert venv.pool.replaced == 1

@@ -21,7 +21,7 @@ from devices.rl.config import EnvConfig
 from devices.rl.errors import EnvNotFound, ErrorInfo, WorkerLost
 from devices.rl.host import ResetRequest, RestoreRequest, StepRequest
 from devices.rl.transitions import EnvSnapshot, Transition
-from devices.rl.workers import Backend, Worker, start_worker, start_workers
+from devices.rl.workers import Backend, Worker, renderers_per_browser, start_worker, start_workers
 from realbench.errors import RealbenchError
 from realbench.outcome import EndReason, Outcome
 
@@ -68,8 +68,10 @@ class EnvPool:
         self.backend = Backend(backend)
         self.imports = imports
         self.ray_address = ray_address
+        # the process workers' browsers share this machine's cores (Ray actors may be elsewhere)
+        self.renderers = renderers_per_browser(workers) if self.backend is Backend.PROCESS else None
         self.workers: list[Worker] = start_workers(
-            self.backend, workers, imports=imports, ray_address=ray_address
+            self.backend, workers, imports=imports, ray_address=ray_address, renderers=self.renderers
         )
         self.replaced = 0
         self._slots: dict[int, EnvSlot] = {}
@@ -282,7 +284,11 @@ class EnvPool:
             except Exception as exc:  # it is dead already
                 log.debug("closing lost worker %s: %s", old.name, exc)
             worker = start_worker(
-                self.backend, f"{old.name}r", imports=self.imports, ray_address=self.ray_address
+                self.backend,
+                f"{old.name}r",
+                imports=self.imports,
+                ray_address=self.ray_address,
+                renderers=self.renderers,
             )
             self.workers[index] = worker
             self.replaced += 1

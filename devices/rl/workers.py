@@ -19,6 +19,7 @@ from enum import StrEnum
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
+from devices.clone_browser import default_renderers
 from devices.rl.errors import ErrorInfo, WorkerLost
 from devices.rl.host import EnvHost
 from realbench.errors import ConfigError, RealbenchError, ServerError
@@ -49,6 +50,15 @@ class Worker(Protocol):
     def submit(self, method: str, *args: Any) -> Future[Any]: ...
 
     def close(self) -> None: ...
+
+
+def renderers_per_browser(workers: int) -> int:
+    """Renderer processes for the browser of each of `workers` worker processes on this machine:
+    the default share of the cores, divided among the browsers (at least one each). On two cores,
+    two workers' browsers with two renderers each held ~0.7 MiB more per environment than with one
+    each, for the same steps per second; one browser keeps both (one renderer for 100 environments:
+    50 steps/s against 63, docs/benchmarks.md)."""
+    return max(1, default_renderers() // max(1, workers))
 
 
 def call_host(host: EnvHost, method: str, args: tuple[Any, ...]) -> Any:
@@ -98,7 +108,9 @@ class InlineWorker:
 # --- child processes ------------------------------------------------------------------------------
 
 
-def _worker_main(conn: Connection, imports: tuple[str, ...], log_level: int) -> None:
+def _worker_main(
+    conn: Connection, imports: tuple[str, ...], log_level: int, renderers: int | None = None
+) -> None:
     """The body of a worker process: one host, calls answered concurrently, until told to stop."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
     send_lock = threading.Lock()
@@ -109,7 +121,7 @@ def _worker_main(conn: Connection, imports: tuple[str, ...], log_level: int) -> 
 
     try:
         import_modules(imports)
-        host = EnvHost().start()
+        host = EnvHost(renderers=renderers).start()
     except RealbenchError as exc:
         send((0, False, ErrorInfo.of(exc)))
         return
@@ -171,14 +183,14 @@ def _bounded_exit(host: EnvHost, threads: ThreadPoolExecutor) -> None:
 class ProcessWorker:
     """A host in a child process (spawned, so no threads or browsers are inherited)."""
 
-    def __init__(self, name: str, *, imports: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, *, imports: tuple[str, ...] = (), renderers: int | None = None) -> None:
         self.name = name
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         self._conn = parent
         self._process = ctx.Process(
             target=_worker_main,
-            args=(child, imports, logging.getLogger().getEffectiveLevel()),
+            args=(child, imports, logging.getLogger().getEffectiveLevel(), renderers),
             name=f"realbench-{name}",
             daemon=True,
         )
@@ -288,8 +300,10 @@ def start_workers(
     imports: tuple[str, ...] = (),
     ray_address: str | None = None,
     prefix: str = "worker",
+    renderers: int | None = None,
 ) -> list[Worker]:
-    """`count` started workers of `backend` (process workers start in parallel)."""
+    """`count` started workers of `backend` (process workers start in parallel; `renderers` per
+    process worker's browser, by default its share of this machine's, `renderers_per_browser`)."""
     backend = Backend(backend)
     if count < 1:
         raise ConfigError("at least one worker is needed", hint="pass workers >= 1")
@@ -307,7 +321,8 @@ def start_workers(
         )
         return ray_workers
     t0 = time.monotonic()
-    workers = [ProcessWorker(f"{prefix}-{i}", imports=imports) for i in range(count)]
+    share = renderers or renderers_per_browser(count)
+    workers = [ProcessWorker(f"{prefix}-{i}", imports=imports, renderers=share) for i in range(count)]
     try:
         for w in workers:
             w.wait_ready()
@@ -320,9 +335,14 @@ def start_workers(
 
 
 def start_worker(
-    backend: Backend | str, name: str, *, imports: tuple[str, ...] = (), ray_address: str | None = None
+    backend: Backend | str,
+    name: str,
+    *,
+    imports: tuple[str, ...] = (),
+    ray_address: str | None = None,
+    renderers: int | None = None,
 ) -> Worker:
-    """One more worker (a replacement for a lost one)."""
+    """One more worker (a replacement for a lost one; `renderers` as the ones it replaces had)."""
     backend = Backend(backend)
     if backend is Backend.RAY:
         from devices.rl.ray_backend import start_ray_workers
@@ -330,4 +350,4 @@ def start_worker(
         return start_ray_workers(1, imports=imports, address=ray_address, prefix=name)[0]
     if backend is Backend.INLINE:
         return InlineWorker(name, imports=imports)
-    return ProcessWorker(name, imports=imports).wait_ready()
+    return ProcessWorker(name, imports=imports, renderers=renderers).wait_ready()
