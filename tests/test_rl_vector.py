@@ -148,3 +148,17 @@ def test_each_workers_browser_runs_its_share_of_the_renderers_the_replacements_t
         kinds = list(chromium_processes(worker.pid).values())
         assert kinds.count("renderer") == min(2, share), (worker.name, kinds)
     assert venv.pool.replaced == 1
+
+
+def test_a_vector_env_given_renderers_runs_that_many_per_workers_browser(tmp_path):
+    """`renderers=1` on one worker of two environments: one renderer process, where the worker's
+    share of a machine of two or more cores would be two."""
+    pack = write_pack(tmp_path)
+    env = CloneVectorEnv(2, str(pack), "buy-item", workers=1, renderers=1, screen_cache=False)
+    try:
+        env.reset(seed=0)
+        [worker] = env.pool.workers
+        assert env.pool.renderers == 1
+        assert list(chromium_processes(worker.pid).values()).count("renderer") == 1
+    finally:
+        env.close()

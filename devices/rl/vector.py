@@ -33,7 +33,9 @@ DECODE_THREADS = 4
 
 class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
     """`num_envs` environments of one configuration over `workers` workers (``backend``: "process",
-    "inline" or "ray"). Keyword arguments are `EnvConfig` fields, or ``config=``."""
+    "inline" or "ray"). Keyword arguments are `EnvConfig` fields, or ``config=``. ``renderers``:
+    renderer processes per worker's browser (default: process workers share this machine's cores,
+    `devices.rl.workers.renderers_per_browser`)."""
 
     metadata = {"autoreset_mode": AutoresetMode.DISABLED}
 
@@ -49,6 +51,7 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
         imports: tuple[str, ...] = (),
         ray_address: str | None = None,
         pool: EnvPool | None = None,
+        renderers: int | None = None,
         **fields: Any,
     ) -> None:
         if num_envs < 1:
@@ -64,7 +67,7 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
         self._decoders = ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="rl-decode")
         self._own_pool = pool is None
         self.pool = pool or EnvPool(
-            backend=backend, workers=workers, imports=imports, ray_address=ray_address
+            backend=backend, workers=workers, imports=imports, ray_address=ray_address, renderers=renderers
         )
         try:
             self.keys: list[int] = [int(unwrap(k)) for k in self.pool.create([self.config] * num_envs)]

@@ -80,10 +80,12 @@ def import_modules(modules: tuple[str, ...]) -> None:
 class InlineWorker:
     """A host in this process; calls run on a small thread pool."""
 
-    def __init__(self, name: str = "inline-0", *, imports: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, name: str = "inline-0", *, imports: tuple[str, ...] = (), renderers: int | None = None
+    ) -> None:
         import_modules(imports)
         self.name = name
-        self.host = EnvHost().start()
+        self.host = EnvHost(renderers=renderers).start()
         self._threads = ThreadPoolExecutor(max_workers=WORKER_THREADS, thread_name_prefix=name)
         self._closed = False
 
@@ -312,7 +314,7 @@ def start_workers(
             raise ConfigError(
                 "the inline backend has exactly one worker", hint="use --backend process for more"
             )
-        return [InlineWorker(f"{prefix}-0", imports=imports)]
+        return [InlineWorker(f"{prefix}-0", imports=imports, renderers=renderers)]
     if backend is Backend.RAY:
         from devices.rl.ray_backend import start_ray_workers
 
@@ -349,5 +351,5 @@ def start_worker(
 
         return start_ray_workers(1, imports=imports, address=ray_address, prefix=name)[0]
     if backend is Backend.INLINE:
-        return InlineWorker(name, imports=imports)
+        return InlineWorker(name, imports=imports, renderers=renderers)
     return ProcessWorker(name, imports=imports, renderers=renderers).wait_ready()
