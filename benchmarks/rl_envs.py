@@ -20,7 +20,8 @@ processes (one Chromium each) at the model's resolution, then measures:
 - ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N,
   after the stepping; ``pss_per_env_mib_while_stepping``: the same read after each batch step of
   the last two thirds of the stepping (median and max), since collected heaps and caches rise and
-  fall while stepping and one reading may catch a low;
+  fall while stepping and one reading may catch a low (reading it counts in neither ``steps_per_s``
+  nor ``cpu_ms_per_step``);
 - ``cpu_ms_per_step``: CPU time of this process and everything below it (worker processes,
   Playwright's drivers, Chromium) while stepping, per environment step, by process kind: unlike
   the latencies, it hardly moves with other work on the machine;
@@ -79,9 +80,14 @@ def cpu_seconds_by_kind() -> dict[str, float]:
     return out
 
 
-def chromium_pss(venv: CloneVectorEnv) -> float:
-    """Summed PSS (MiB) of every worker's Chromium processes now."""
-    return float(sum(s["chromium_pss_mib"] for s in venv.pool.stats() if isinstance(s, dict)))
+def worker_stats(venv: CloneVectorEnv) -> list[dict[str, Any]]:
+    """Each live worker's `EnvHost.stats()`."""
+    return [s for s in venv.pool.stats() if isinstance(s, dict)]
+
+
+def chromium_pss(stats: list[dict[str, Any]]) -> float:
+    """Summed PSS (MiB) of the workers' Chromium processes, from their stats."""
+    return float(sum(s["chromium_pss_mib"] for s in stats))
 
 
 def pack_and_task(pack: str | None, task: str | None) -> tuple[str, str | None, tuple[str, ...]]:
@@ -138,8 +144,9 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         steps = 0
         aborted = 0
         pss_samples: list[float] = []
-        sampling = 0.0  # reading memory is not stepping
+        sampling = 0.0  # reading memory is not stepping: neither its time nor its CPU counts
         cpu_before = cpu_seconds_by_kind()
+        sampling_cpu = dict.fromkeys(cpu_before, 0.0)
         t = time.perf_counter()
         while time.perf_counter() - t < args.seconds:
             _, _, terminated, truncated, infos = venv.step(random_actions(rng, n))
@@ -149,14 +156,19 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             if done.any():
                 venv.reset(options={"reset_mask": done})
             if time.perf_counter() - t > args.seconds / 3:  # past the first collections
-                s0 = time.perf_counter()
-                pss_samples.append(chromium_pss(venv))
+                s0, cpu0 = time.perf_counter(), cpu_seconds_by_kind()
+                pss_samples.append(chromium_pss(worker_stats(venv)))
+                cpu1 = cpu_seconds_by_kind()
                 sampling += time.perf_counter() - s0
+                for k in sampling_cpu:  # the workers read /proc for it, on their CPU
+                    sampling_cpu[k] += cpu1[k] - cpu0[k]
         elapsed = time.perf_counter() - t - sampling
         cpu_after = cpu_seconds_by_kind()
-        cpu_per_step = {k: round((cpu_after[k] - cpu_before[k]) / steps * 1000, 1) for k in cpu_after}
-        stats = [s for s in venv.pool.stats() if isinstance(s, dict)]
-        pss = sum(s["chromium_pss_mib"] for s in stats)
+        cpu_per_step = {
+            k: round((cpu_after[k] - cpu_before[k] - sampling_cpu[k]) / steps * 1000, 1) for k in cpu_after
+        }
+        stats = worker_stats(venv)
+        pss = chromium_pss(stats)
         pss_samples.append(pss)
         cache = {
             k: sum(s["screen_cache"][k] for s in stats)

@@ -305,7 +305,8 @@ def start_workers(
     renderers: int | None = None,
 ) -> list[Worker]:
     """`count` started workers of `backend` (process workers start in parallel; `renderers` per
-    process worker's browser, by default its share of this machine's, `renderers_per_browser`)."""
+    process or inline worker's browser, None for the browser's default: `EnvPool` passes each its
+    share of this machine's, `renderers_per_browser`)."""
     backend = Backend(backend)
     if count < 1:
         raise ConfigError("at least one worker is needed", hint="pass workers >= 1")
@@ -323,8 +324,7 @@ def start_workers(
         )
         return ray_workers
     t0 = time.monotonic()
-    share = renderers or renderers_per_browser(count)
-    workers = [ProcessWorker(f"{prefix}-{i}", imports=imports, renderers=share) for i in range(count)]
+    workers = [ProcessWorker(f"{prefix}-{i}", imports=imports, renderers=renderers) for i in range(count)]
     try:
         for w in workers:
             w.wait_ready()
