@@ -522,8 +522,8 @@ def launch_browser(
         pool.close()
 
 
-def descendant_pids(root: int) -> list[int]:
-    """Every process below `root` (for measuring the browser's memory)."""
+def descendants(root: int) -> dict[int, int]:
+    """Every process below `root`, pid -> parent pid, parents before their children."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -534,10 +534,16 @@ def descendant_pids(root: int) -> list[int]:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry.name))
-    out: list[int] = []
+    out: dict[int, int] = {}
     stack = [root]
     while stack:
-        for child in children.get(stack.pop(), []):
-            out.append(child)
+        parent = stack.pop()
+        for child in children.get(parent, []):
+            out[child] = parent
             stack.append(child)
     return out
+
+
+def descendant_pids(root: int) -> list[int]:
+    """Every process below `root` (for measuring the browser's memory)."""
+    return list(descendants(root))

@@ -46,6 +46,9 @@ def sample(seed: int = SEED, k: int = SAMPLE, scan: int = 2000) -> list[FuzzCase
 
 
 CASES = sample()
+ANSWERED = (
+    "document.getElementById('confirm-dialog').open || document.getElementById('message').textContent !== ''"
+)
 
 
 DialogBench = ConsoleBench
@@ -100,6 +103,7 @@ def test_no_answer_to_the_blocked_input_dialog_sends_it(
     before = len(events)
 
     def blocked_input() -> None:
+        page.evaluate("document.getElementById('message').textContent = ''")
         if isinstance(action, LongPress):
             page.mouse.move(x, y)
             page.mouse.down()
@@ -107,7 +111,13 @@ def test_no_answer_to_the_blocked_input_dialog_sends_it(
             page.mouse.up()
         else:
             page.mouse.click(x, y)
-        dialog.wait_for(state="visible", timeout=60_000)
+        # the dialog, or whatever else the page said instead (sent, an error), not a minute's wait
+        page.wait_for_function(ANSWERED, timeout=60_000)
+        said = page.evaluate("document.getElementById('message').textContent")
+        assert dialog.is_visible(), (
+            f"no dialog; the page said {said!r}; {len(bench.commits())} commits, "
+            f"{len(events) - before} input events: {case.describe()}"
+        )
         assert page.evaluate("document.activeElement.id") == "confirm-cancel"
 
     def not_sent(how: str) -> None:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devices.clone_browser import descendant_pids
+from devices.clone_browser import descendants
 
 
 def chromium_command_lines(root: int) -> dict[int, list[str]]:
-    """Chromium processes below `root`, pid -> command line."""
+    """Chromium processes below `root`, pid -> command line. A child the browser has forked but not
+    yet exec'd (a GPU or utility process being launched) still shows the browser's command line
+    for a moment; it is left out, or it would pass for a second browser."""
     out: dict[int, list[str]] = {}
-    for pid in descendant_pids(root):
+    for pid, parent in descendants(root).items():
         try:
             raw = (Path("/proc") / str(pid) / "cmdline").read_bytes()
         except OSError:
             continue
         # Chromium rewrites its command line into one space-separated string.
         argv = raw.replace(b"\0", b" ").decode(errors="replace").split()
-        if argv and "chrom" in Path(argv[0]).name:
+        if argv and "chrom" in Path(argv[0]).name and out.get(parent) != argv:
             out[pid] = argv
     return out
 
