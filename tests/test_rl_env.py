@@ -24,6 +24,7 @@ from devices.rl.core import RLCloneDevice
 from devices.rl.errors import EnvNotFound, EpisodeOver, ErrorInfo, SnapshotMismatch
 from devices.rl.gym_env import RealbenchEnv
 from devices.rl.host import (
+    ALLOCATOR_CHECKS_OFF_ARG,
     HEAP_GROWTH_ARG,
     EnvHost,
     ResetRequest,
@@ -436,24 +437,41 @@ def test_a_window_nobody_sees_leaves_the_observations_as_they_were(packs):
         assert bytes(a["screenshot"]) == bytes(b["screenshot"])
 
 
-def test_rl_pages_javascript_runs_with_the_heaps_growth_bounded(host, packs):
-    """The V8 switch that bounds the heaps' growth between full collections (`HEAP_GROWTH_ARG`)
-    reaches the renderer processes the pages run in, read from their own command lines: V8 takes
-    its flags from there, and a caller's later ``--js-flags`` would replace it."""
+def _rl_command_lines(host: EnvHost, packs: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The command lines of the browser an RL page runs in and of its renderers, read from /proc."""
     e = RealbenchEnv(packs["toy"], "buy-item", host=host, screen_cache=False)
     try:
         e.reset(seed=0)
         browser = host.env(e.env_id)._browser
         assert browser is not None
-        [pid] = cdp.devtools_browsers(None, cdp.pool_mark(browser.pool))
-        renderers = [
-            argv for argv in chromium_command_lines(pid).values() if process_type(argv) == "renderer"
-        ]
+        [(pid, argv)] = cdp.devtools_browsers(None, cdp.pool_mark(browser.pool)).items()
+        renderers = [a for a in chromium_command_lines(pid).values() if process_type(a) == "renderer"]
         assert renderers
-        for argv in renderers:
-            assert [a for a in argv if a.startswith("--js-flags=")] == [HEAP_GROWTH_ARG], argv
+        return argv, renderers
     finally:
         e.close()
+
+
+def test_rl_pages_javascript_runs_with_the_heaps_growth_bounded(host, packs):
+    """The V8 switch that bounds the heaps' growth between full collections (`HEAP_GROWTH_ARG`)
+    reaches the renderer processes the pages run in, read from their own command lines: V8 takes
+    its flags from there, and a caller's later ``--js-flags`` would replace it."""
+    _, renderers = _rl_command_lines(host, packs)
+    for argv in renderers:
+        assert [a for a in argv if a.startswith("--js-flags=")] == [HEAP_GROWTH_ARG], argv
+
+
+def test_rl_browsers_run_without_the_allocators_use_after_free_checks(host, packs):
+    """`ALLOCATOR_CHECKS_OFF_ARG`'s features are off in the browser and its renderers (they take
+    the browser's feature list on their command lines) beside Playwright's own: Chromium reads the
+    last --disable-features only, Playwright puts its own first, the folded one comes last."""
+    off = set(ALLOCATOR_CHECKS_OFF_ARG.split("=", 1)[1].split(","))
+    assert len(off) == 3
+    browser, renderers = _rl_command_lines(host, packs)
+    for argv in [browser, *renderers]:
+        disabled = [a for a in argv if a.startswith("--disable-features=")][-1]
+        names = set(disabled.split("=", 1)[1].split(","))
+        assert off <= names and "PaintHolding" in names, argv  # Playwright's list kept
 
 
 def _browser_anonymous_mib(host: EnvHost) -> float:

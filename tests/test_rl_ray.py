@@ -56,3 +56,18 @@ def test_ray_actors_host_environments(cluster, tmp_path):
         assert not truncated.any() and infos["step"][1] == 1
     finally:
         venv.close()
+
+
+def test_ray_actors_run_the_renderers_asked_for_their_replacements_too(cluster, tmp_path):
+    # two environments per actor open two pages at once: without the limit each gets a renderer
+    venv = CloneVectorEnv(4, str(write_pack(tmp_path)), "buy-item", workers=2, backend="ray", renderers=1)
+    try:
+        venv.reset(seed=0)
+        assert [s["renderer_processes"] for s in venv.pool.stats()] == [1, 1]
+        venv.pool.workers[0].kill()
+        venv.step([CLICK_LIST] * 4)  # the lost actor's episodes abort; a new actor takes them
+        venv.reset(seed=1)
+        assert venv.pool.replaced == 1
+        assert [s["renderer_processes"] for s in venv.pool.stats()] == [1, 1]
+    finally:
+        venv.close()

@@ -25,11 +25,11 @@ CPUS_PER_WORKER = 1.0
 class HostActor:
     """The actor's body (wrapped with ``ray.remote`` at start-up, so importing this needs no Ray)."""
 
-    def __init__(self, imports: tuple[str, ...]) -> None:
+    def __init__(self, imports: tuple[str, ...], renderers: int | None = None) -> None:
         from devices.rl.host import EnvHost
 
         import_modules(imports)
-        self.host = EnvHost().start()
+        self.host = EnvHost(renderers=renderers).start()
 
     def call(self, method: str, args: tuple[Any, ...]) -> tuple[bool, Any]:
         try:
@@ -108,8 +108,11 @@ def start_ray_workers(
     address: str | None = None,
     prefix: str = "ray-worker",
     cpus: float = CPUS_PER_WORKER,
+    renderers: int | None = None,
 ) -> list[RayWorker]:
-    """`count` started actors; connects to `address` (or starts a local Ray) if Ray is not up yet."""
+    """`count` started actors; connects to `address` (or starts a local Ray) if Ray is not up yet.
+    `renderers`: renderer processes of each actor's browser (None: the browser's default, from the
+    cores of the node the actor runs on)."""
     try:
         import ray
     except ImportError:
@@ -122,7 +125,7 @@ def start_ray_workers(
             runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}},
         )
     remote_cls = ray.remote(HostActor).options(num_cpus=cpus, max_concurrency=WORKER_THREADS)
-    actors = [remote_cls.remote(imports) for _ in range(count)]
+    actors = [remote_cls.remote(imports, renderers) for _ in range(count)]
     workers = [RayWorker(f"{prefix}-{i}", a) for i, a in enumerate(actors)]
     try:
         for w in workers:

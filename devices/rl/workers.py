@@ -305,8 +305,8 @@ def start_workers(
     renderers: int | None = None,
 ) -> list[Worker]:
     """`count` started workers of `backend` (process workers start in parallel; `renderers` per
-    process or inline worker's browser, None for the browser's default: `EnvPool` passes each its
-    share of this machine's, `renderers_per_browser`)."""
+    worker's browser, None for the browser's default: `EnvPool` passes process workers their share
+    of this machine's, `renderers_per_browser`)."""
     backend = Backend(backend)
     if count < 1:
         raise ConfigError("at least one worker is needed", hint="pass workers >= 1")
@@ -320,7 +320,7 @@ def start_workers(
         from devices.rl.ray_backend import start_ray_workers
 
         ray_workers: list[Worker] = list(
-            start_ray_workers(count, imports=imports, address=ray_address, prefix=prefix)
+            start_ray_workers(count, imports=imports, address=ray_address, prefix=prefix, renderers=renderers)
         )
         return ray_workers
     t0 = time.monotonic()
@@ -349,7 +349,7 @@ def start_worker(
     if backend is Backend.RAY:
         from devices.rl.ray_backend import start_ray_workers
 
-        return start_ray_workers(1, imports=imports, address=ray_address, prefix=name)[0]
+        return start_ray_workers(1, imports=imports, address=ray_address, prefix=name, renderers=renderers)[0]
     if backend is Backend.INLINE:
         return InlineWorker(name, imports=imports, renderers=renderers)
     return ProcessWorker(name, imports=imports, renderers=renderers).wait_ready()
