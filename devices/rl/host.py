@@ -65,7 +65,14 @@ WINDOW_SIZE_ARG = "--window-size=16,16"
 # grown by a factor it picks from the collector's speed: up to 4x what survived the last. Grown
 # by at most 2x: 1.5 MiB less per environment for no measurable CPU at 100 environments; at 1.2x
 # the collections cost 8 % of the steps/s (docs/benchmarks.md, "The heaps' growth").
-HEAP_GROWTH_ARG = "--js-flags=--heap-growing-percent=100"
+HEAP_GROWTH_FLAG = "--heap-growing-percent=100"
+# V8's trade of speed for size elsewhere (smaller young generation and caches), with the growth
+# above still its own: 0.4-0.6 MiB less per environment and the same steps/s in three pairs of a
+# quiet hour (alone, with V8's own slower growth, it cost 7 % of the steps: docs/benchmarks.md,
+# "Chromium's own books").
+SIZE_FLAG = "--optimize-for-size"
+# One --js-flags: Chromium keeps the last, so a second one would drop the flags of the first.
+JS_FLAGS_ARG = f"--js-flags={HEAP_GROWTH_FLAG} {SIZE_FLAG}"
 # PartitionAlloc's use-after-free defences: a reference count on every pointer it guards
 # (BackupRefPtr), freed memory held to the end of the task (the scheduler-loop quarantine) and
 # freed memory zeroed. They harden a browser against hostile pages; an RL browser shows only the
@@ -82,7 +89,7 @@ RL_BROWSER_ARGS = (
     "--disable-site-isolation-trials",
     "--renderer-process-limit=2",
     WINDOW_SIZE_ARG,
-    HEAP_GROWTH_ARG,
+    JS_FLAGS_ARG,
     ALLOCATOR_CHECKS_OFF_ARG,
 )
 MAX_THREADS = 128
