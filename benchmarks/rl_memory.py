@@ -32,7 +32,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine_info import host_speed_ms, machine_facts  # noqa: E402
+from benchmarks.machine_info import cpu_model, host_speed_ms  # noqa: E402
 from benchmarks.rl_envs import pack_and_task, random_actions  # noqa: E402
 from devices.rl import cdp  # noqa: E402
 from devices.rl.config import EnvConfig  # noqa: E402
@@ -81,7 +81,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     tiles_in_use = sum(p.tiles_in_use for p in processes) / MIB / n
     tiles_free = sum(p.tiles_free for p in processes) / MIB / n
     return {
-        "cpu": machine_facts()["cpu"],
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "envs": n,
         "renderers": args.renderers,
