@@ -7,7 +7,9 @@ processes (one Chromium each) at the model's resolution, then measures:
   browsers, clone sessions, pages loaded with the clone's runtime ready; their screens are empty
   until that reset swaps one in, and nothing is captured yet);
 - ``first_observation_s``: from nothing to the first batched reset's observations of all N (the
-  bring-up plus every environment's first screen, drawn and captured);
+  bring-up plus every environment's first screen, drawn and captured); ``first_reset_cpu_s``: the
+  CPU seconds that first reset took, by process kind (``this_process``: the vector environment's
+  own, decoding included);
 - ``reset_p50_ms`` / ``reset_p95_ms``: single-environment reset latency (restore the task's start
   state, swap the screen in, capture screenshot + hierarchy), sampled over random environments;
   with the screen cache (the default; ``--no-screen-cache`` turns it off) the start screen's image
@@ -129,8 +131,12 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     )
     bringup = time.perf_counter() - t0
     try:
+        cpu0, own0 = cpu_seconds_by_kind(), time.process_time()
         venv.reset(seed=args.seed)
         first_observation = time.perf_counter() - t0
+        cpu1, own1 = cpu_seconds_by_kind(), time.process_time()
+        first_reset_cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1}
+        first_reset_cpu["this_process"] = round(own1 - own0, 2)
         resets = []
         for i in range(args.resets):
             key = venv.keys[int(rng.integers(n))]
@@ -188,6 +194,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "task": task,
         "bringup_s": round(bringup, 2),
         "first_observation_s": round(first_observation, 2),
+        "first_reset_cpu_s": first_reset_cpu,
         "reset_p50_ms": round(float(np.percentile(ms, 50)), 1),
         "reset_p95_ms": round(float(np.percentile(ms, 95)), 1),
         "screen_cache": not args.no_screen_cache,

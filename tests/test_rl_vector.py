@@ -58,6 +58,20 @@ def test_steps_all_environments_in_one_call(venv):
         venv.step([BACK])
 
 
+def test_observations_a_caller_keeps_are_not_written_over_by_later_steps(venv):
+    """Batches go into arrays returned before once nobody holds them (devices/rl/batch_arrays.py)."""
+    obs, _ = venv.reset(seed=20)
+    kept_whole, kept_view = obs["screenshot"], obs["screenshot"][0]
+    copy = kept_whole.copy()
+    obs = None
+    for action in (CLICK_LIST, BACK, CLICK_LIST):  # ends on another screen than it started
+        obs, *_ = venv.step([action] * 4)
+    assert not np.array_equal(obs["screenshot"][0], copy[0])  # the screen did change
+    np.testing.assert_array_equal(kept_whole, copy)
+    np.testing.assert_array_equal(kept_view, copy[0])
+    assert venv._batches.reused >= 2  # the batches nobody kept were reused
+
+
 def test_group_rollouts_branch_from_one_snapshot_across_workers(venv):
     venv.reset(seed=3)
     venv.step([CLICK_LIST, None, None, None])

@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from devices.rl.batch_arrays import BatchArrays
 from devices.rl.config import EnvConfig
 from devices.rl.errors import ErrorInfo
 from devices.rl.gym_env import make_config, unwrap
@@ -65,6 +66,7 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
         self._last: list[Transition | None] = [None] * num_envs
         self._obs: list[dict[str, Any] | None] = [None] * num_envs
         self._decoders = ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="rl-decode")
+        self._batches = BatchArrays()
         self._own_pool = pool is None
         self.pool = pool or EnvPool(
             backend=backend, workers=workers, imports=imports, ray_address=ray_address, renderers=renderers
@@ -185,7 +187,7 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
         for name in observations[0]:
             values = [o[name] for o in observations]
             image = isinstance(self._single_spaces[name], gym.spaces.Box)
-            batched[name] = np.stack(values) if image else tuple(values)
+            batched[name] = self._batches.stack(values) if image else tuple(values)
         infos: dict[str, Any] = {}
         for i, t in fresh.items():
             if t is not None:
