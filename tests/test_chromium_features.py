@@ -1,5 +1,6 @@
-"""Feature switches of the clone browser: one --disable-features that keeps Playwright's list (what
-switching off the deferral of a tap's tasks buys a page is tested in tests/test_clone_device.py)."""
+"""Feature switches of the clone browser: one --disable-features and one --enable-features that keep
+Playwright's lists (what switching off the deferral of a tap's tasks buys a page is tested in
+tests/test_clone_device.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from devices import chromium_features
-from devices.chromium_features import DISABLE, launch_args, playwright_disabled_features
+from devices.chromium_features import DISABLE, ENABLE, launch_args, playwright_disabled_features
 from devices.clone_browser import DEFAULT_CHROMIUM, BrowserPool
 from devices.rl.browser import chromium_command_lines, process_type
 
@@ -27,29 +28,69 @@ def test_every_disable_switch_is_folded_into_one_last_switch_with_playwrights_li
     assert names == [*defaults, "One", "Two", "Three"]  # no duplicates, no empty names
 
 
-def test_arguments_without_a_disable_switch_pass_unchanged():
-    assert launch_args(("--x", "--enable-features=A")) == ["--x", "--enable-features=A"]
+def test_arguments_without_feature_switches_pass_unchanged():
+    assert launch_args(("--x", "--y=1")) == ["--x", "--y=1"]
+
+
+def test_every_enable_switch_is_folded_into_one_with_playwrights_list():
+    """Chromium keeps only the last --enable-features: a caller's would drop Playwright's (its newer
+    screenshot path among them), a second of the caller's the first."""
+    enabled = chromium_features.playwright_features("enabled")
+    assert enabled and "CDPScreenshotNewSurface" in enabled
+    args = launch_args(["--enable-features=A,B", "--x", f"{DISABLE}D", "--enable-features=B,C,"])
+    assert [a for a in args if a.startswith(ENABLE)] == [ENABLE + ",".join((*enabled, "A", "B", "C"))]
+    assert args[0] == "--x" and args[-1].startswith(DISABLE)
 
 
 def test_without_playwrights_list_the_callers_switch_is_dropped_not_left_to_clobber_it(monkeypatch, caplog):
-    monkeypatch.setattr(chromium_features, "playwright_disabled_features", lambda: None)
+    monkeypatch.setattr(chromium_features, "playwright_features", lambda kind: None)
     with caplog.at_level(logging.WARNING, logger="devices.chromium_features"):
-        assert launch_args(["--x", f"{DISABLE}Mine"]) == ["--x"]
-    assert "Mine" in caplog.text
+        assert launch_args(["--x", f"{DISABLE}Mine", f"{ENABLE}Ours"]) == ["--x"]
+    assert "Mine" in caplog.text and "Ours" in caplog.text
+
+
+def _fake_driver(monkeypatch, tmp_path, source: str) -> None:
+    fake = tmp_path / "playwright"
+    (fake / "driver" / "package" / "lib").mkdir(parents=True)
+    (fake / "driver" / "package" / "lib" / "coreBundle.js").write_text(source)
+    (fake / "__init__.py").write_text("")
+    monkeypatch.setattr("playwright.__file__", str(fake / "__init__.py"))
+    chromium_features.playwright_features.cache_clear()
 
 
 def test_a_driver_without_the_list_is_reported_as_none(monkeypatch, tmp_path):
-    fake = tmp_path / "playwright"
-    (fake / "driver" / "package" / "lib").mkdir(parents=True)
-    (fake / "driver" / "package" / "lib" / "coreBundle.js").write_text("var somethingElse = [1];")
-    (fake / "__init__.py").write_text("")
-    monkeypatch.setattr("playwright.__file__", str(fake / "__init__.py"))
-    playwright_disabled_features.cache_clear()
+    _fake_driver(monkeypatch, tmp_path, "var somethingElse = [1];")
     try:
         assert playwright_disabled_features() is None
+        assert chromium_features.playwright_features("enabled") is None
     finally:
         monkeypatch.undo()
-        playwright_disabled_features.cache_clear()
+        chromium_features.playwright_features.cache_clear()
+
+
+def test_the_drivers_lists_are_read_without_comments_and_as_its_environment_decides(monkeypatch, tmp_path):
+    source = """
+    disabledFeatures = [
+      // "Commented" out
+      "One", // why
+      "Two"
+    ].filter(Boolean);
+    enabledFeatures = () => [
+      process.env.LEGACY_SHOT ? "" : "NewShot",
+      // See "https://example.invalid/Quoted"
+      "Other"
+    ].filter(Boolean);
+    """
+    _fake_driver(monkeypatch, tmp_path, source)
+    try:
+        assert playwright_disabled_features() == ("One", "Two")
+        assert chromium_features.playwright_features("enabled") == ("NewShot", "Other")
+        monkeypatch.setenv("LEGACY_SHOT", "1")
+        chromium_features.playwright_features.cache_clear()
+        assert chromium_features.playwright_features("enabled") == ("Other",)
+    finally:
+        monkeypatch.undo()
+        chromium_features.playwright_features.cache_clear()
 
 
 def _browsers() -> dict[int, list[str]]:
@@ -68,9 +109,10 @@ def _new_browser(before: dict[int, list[str]]) -> list[str]:
 
 
 @pytest.mark.browser
-def test_the_browser_keeps_playwrights_disabled_features_and_gets_the_clones():
-    """Chromium applies only the last --disable-features: in the browser's own command line it must
-    carry every feature a browser Playwright starts on its own has disabled, and the clone's."""
+def test_the_browser_keeps_playwrights_features_and_gets_the_clones():
+    """Chromium applies only the last --disable-features and the last --enable-features: in the
+    browser's own command line they must carry every feature a browser Playwright starts on its own
+    has disabled or enabled, and the clone's."""
 
     async def plain_switches() -> list[str]:
         from playwright.async_api import async_playwright
@@ -83,12 +125,17 @@ def test_the_browser_keeps_playwrights_disabled_features_and_gets_the_clones():
             finally:
                 await browser.close()
 
-    [playwrights] = [a for a in asyncio.run(plain_switches()) if a.startswith(DISABLE)]
+    plain = asyncio.run(plain_switches())
     before = _browsers()
-    with BrowserPool() as pool:
+    with BrowserPool(extra_args=(f"{ENABLE}NetworkServiceInProcess2",)) as pool:
         assert pool.running
         argv = _new_browser(before)
-    last = [a for a in argv if a.startswith(DISABLE)][-1]
-    applied = set(last[len(DISABLE) :].split(","))
-    assert set(playwrights[len(DISABLE) :].split(",")) <= applied
-    assert set(chromium_features.CLONE_DISABLED_FEATURES) <= applied
+    for switch, ours in (
+        (DISABLE, set(chromium_features.CLONE_DISABLED_FEATURES)),
+        (ENABLE, {"NetworkServiceInProcess2"}),
+    ):
+        [playwrights] = [a for a in plain if a.startswith(switch)]
+        last = [a for a in argv if a.startswith(switch)][-1]
+        applied = set(last[len(switch) :].split(","))
+        assert set(playwrights[len(switch) :].split(",")) <= applied, switch
+        assert ours <= applied
