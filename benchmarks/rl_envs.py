@@ -24,6 +24,8 @@ processes (one Chromium each) at the model's resolution, then measures:
   the last two thirds of the stepping (median and max), since collected heaps and caches rise and
   fall while stepping and one reading may catch a low (reading it counts in neither ``steps_per_s``
   nor ``cpu_ms_per_step``);
+- ``heap_collections``: the hosts' full collections of their renderers' heaps over the whole run
+  (``devices/rl/heap_collection.py``): how many, their seconds in all, and failures;
 - ``cpu_ms_per_step``: CPU time of this process and everything below it (worker processes,
   Playwright's drivers, Chromium) while stepping, per environment step, by process kind: unlike
   the latencies, it hardly moves with other work on the machine;
@@ -180,6 +182,9 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             k: sum(s["screen_cache"][k] for s in stats)
             for k in ("hits", "stored", "verified", "mismatches", "waited")
         }
+        collections = {
+            k: sum(s["heap_collections"][k] for s in stats) for k in ("collections", "seconds", "failures")
+        }
     finally:
         venv.close()
     ms = np.asarray(resets) * 1000
@@ -199,6 +204,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "reset_p95_ms": round(float(np.percentile(ms, 95)), 1),
         "screen_cache": not args.no_screen_cache,
         "screen_cache_counts": cache,
+        "heap_collections": {**collections, "seconds": round(collections["seconds"], 2)},
         "steps_per_s": round(steps / elapsed, 1),
         "cpu_ms_per_step": {**cpu_per_step, "all": round(sum(cpu_per_step.values()), 1)},
         "pss_per_env_mib": round(pss / n, 1),

@@ -167,6 +167,15 @@ class RLCloneDevice(CloneDevice):
     def observe(self) -> Observation:
         return self._observation(self._run(self._observe_screen(None), "observe"))
 
+    def collect_garbage(self) -> None:
+        """A full collection of the heaps of this page's renderer (all its pages share them)."""
+
+        async def collect() -> None:
+            await (await self._session_cdp()).send("HeapProfiler.collectGarbage", {})
+
+        self._require_page()
+        self._run(collect(), "collect garbage")
+
     def show_and_observe(self, screen: dict[str, Any]) -> Observation:
         """`show` a screen payload, then `observe` it."""
         return self._observation(self._run(self._observe_screen(screen), "show and observe"))

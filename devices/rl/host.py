@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,9 +36,10 @@ from devices.rl.cdp import devtools_args
 from devices.rl.config import EnvConfig
 from devices.rl.core import VERDICT_FIELDS, EnvCore
 from devices.rl.errors import EnvNotFound, ErrorInfo
+from devices.rl.heap_collection import HeapCollections, configured_every_s
 from devices.rl.screen_cache import ScreenCache
 from devices.rl.transitions import EnvSnapshot, Transition
-from realbench.errors import DeviceError, DeviceLost, RealbenchError, ServerError
+from realbench.errors import ConfigError, DeviceError, DeviceLost, RealbenchError, ServerError
 from realbench.taskpack import Task, TaskInstance, TaskPack, load_pack
 
 log = logging.getLogger(__name__)
@@ -142,9 +144,22 @@ class EnvHost:
     (a worker process, a Ray actor, the rollout service) runs no browser for a resolution none of
     its environments use."""
 
-    def __init__(self, *, browser_args: tuple[str, ...] = (), renderers: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        browser_args: tuple[str, ...] = (),
+        renderers: int | None = None,
+        collect_every_s: float | None | str = "configured",
+    ) -> None:
         self.browser_args = browser_args
         self.renderers = renderers
+        # a full collection of the pages' heaps every `collect_every_s` of stepping (None: V8's own
+        # only; "configured": `heap_collection.configured_every_s()`, 3 s unless the environment
+        # says otherwise)
+        every = configured_every_s() if collect_every_s == "configured" else collect_every_s
+        if isinstance(every, str):
+            raise ConfigError(f"collect_every_s={every!r}", hint='seconds, None, or "configured"')
+        self.collections = HeapCollections(every_s=every)
         self.server = CloneServer(store=_HostStore())
         self._browsers: dict[float, HostBrowser] = {}
         self.replacements = 0
@@ -334,7 +349,10 @@ class EnvHost:
         return self._map(lambda r: self.env(r.env_id).reset(r.seed, r.options), requests)
 
     def step(self, requests: list[StepRequest]) -> list[Transition | ErrorInfo]:
-        return self._map(lambda r: self.env(r.env_id).step(r.action), requests)
+        results = self._map(lambda r: self.env(r.env_id).step(r.action), requests)
+        if self.collections.due():
+            self._collect_garbage()
+        return results
 
     def snapshot(self, env_ids: list[int]) -> list[EnvSnapshot | ErrorInfo]:
         return self._map(lambda i: self.env(i).snapshot(), env_ids)
@@ -370,6 +388,7 @@ class EnvHost:
             "chromium_pss_mib": pss_mib(list(procs)),
             "sessions": len(self.server.store),
             "screen_cache": self.screen_cache.summary(),
+            "heap_collections": self.collections.summary(),
         }
 
     def kill_browser(self) -> list[int]:
@@ -383,6 +402,30 @@ class EnvHost:
         return procs
 
     # --- helpers ---
+
+    def _collect_garbage(self) -> None:
+        """A full collection of each browser's renderer heaps, over one of its pages (in turn),
+        within the step that found it due: its time counts in the step, as the heaps' own would."""
+        by_browser: dict[int, list[EnvCore]] = {}
+        for env in list(self._envs.values()):
+            if env._device is not None and env._browser is not None and not env.closed:
+                by_browser.setdefault(id(env._browser), []).append(env)
+        pages = [envs[self.collections.next_turn(len(envs))] for envs in by_browser.values()]
+
+        def one(env: EnvCore) -> None:
+            device = env._device
+            if device is None:
+                return
+            started = time.perf_counter()
+            try:
+                device.collect_garbage()
+            except Exception as exc:  # a page gone or closing: its next step says so
+                log.debug("heap collection on %s: %s", env.env_id, exc)
+                self.collections.record(time.perf_counter() - started, ok=False)
+            else:
+                self.collections.record(time.perf_counter() - started, ok=True)
+
+        list(self._threads.map(one, pages))
 
     def env(self, env_id: int) -> EnvCore:
         env = self._envs.get(env_id)
