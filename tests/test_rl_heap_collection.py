@@ -4,6 +4,8 @@ read from V8's own heap figures."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from devices.rl.config import EnvConfig
@@ -41,6 +43,16 @@ def test_a_collection_is_due_once_per_interval_and_the_first_call_starts_the_clo
     assert c.due() and not c.due()
     clock.now += 3.0
     assert c.due()
+
+
+def test_threads_stepping_at_once_get_one_collection() -> None:
+    clock = Clock()
+    c = HeapCollections(every_s=3.0, clock=clock)
+    c.due()
+    clock.now += 5
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: c.due(), range(64)))
+    assert answers.count(True) == 1
 
 
 def test_no_interval_means_no_collections() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,20 +56,22 @@ class HeapCollections:
     failures: int = 0
     _last: float | None = field(default=None, repr=False)
     _turn: int = field(default=0, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def due(self) -> bool:
-        """True at most once per `every_s`; the first call only starts the clock (a host that
-        just brought its pages up has little garbage)."""
+        """True at most once per `every_s`, whichever thread asks; the first call only starts the
+        clock (a host that just brought its pages up has little garbage)."""
         if self.every_s is None:
             return False
-        now = self.clock()
-        if self._last is None:
+        with self._lock:
+            now = self.clock()
+            if self._last is None:
+                self._last = now
+                return False
+            if now - self._last < self.every_s:
+                return False
             self._last = now
-            return False
-        if now - self._last < self.every_s:
-            return False
-        self._last = now
-        return True
+            return True
 
     def next_turn(self, candidates: int) -> int:
         """Which of `candidates` pages collects this time: each in turn, so that with several

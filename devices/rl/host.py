@@ -412,20 +412,20 @@ class EnvHost:
                 by_browser.setdefault(id(env._browser), []).append(env)
         pages = [envs[self.collections.next_turn(len(envs))] for envs in by_browser.values()]
 
-        def one(env: EnvCore) -> None:
-            device = env._device
-            if device is None:
-                return
+        def one(env: EnvCore) -> tuple[float, bool]:
             started = time.perf_counter()
             try:
+                device = env._device
+                if device is None:
+                    raise DeviceError(f"environment {env.env_id} has no page any more")
                 device.collect_garbage()
             except Exception as exc:  # a page gone or closing: its next step says so
                 log.debug("heap collection on %s: %s", env.env_id, exc)
-                self.collections.record(time.perf_counter() - started, ok=False)
-            else:
-                self.collections.record(time.perf_counter() - started, ok=True)
+                return time.perf_counter() - started, False
+            return time.perf_counter() - started, True
 
-        list(self._threads.map(one, pages))
+        for seconds, ok in list(self._threads.map(one, pages)):
+            self.collections.record(seconds, ok)
 
     def env(self, env_id: int) -> EnvCore:
         env = self._envs.get(env_id)
