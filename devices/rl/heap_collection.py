@@ -5,9 +5,8 @@ Blink's) until the next full collection, which V8 starts when the heaps have gro
 what survived the last one (bounded by `HEAP_GROWTH_FLAG` in devices/rl/host.py). A collection
 every 3 s of stepping, over one page per browser in turn (a renderer's pages share its heaps): at
 100 environments 0.4-0.9 MiB less per environment, for 0.12-0.35 s of the renderer's time per
-collection, 1.3-2 ms of Chromium's CPU per step (docs/benchmarks.md, "Collections on a clock"). A
-collection grows the heaps' bound less than V8's own heuristics when the heaps are lower: V8 with a
-growth of 1.3x instead cost 3 ms per step for about the same memory.
+collection, 1.3-2 ms of Chromium's CPU per step (docs/benchmarks.md, "Collections on a clock").
+Tightening V8's own growth to 1.3x instead cost 3 ms per step for about the same memory.
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from realbench.errors import ConfigError
 log = logging.getLogger(__name__)
 
 COLLECT_EVERY_S = 3.0
-# read by every host as it starts (worker processes and Ray actors inherit it): seconds, or "off"
+# read by every host as it starts (worker processes inherit it; Ray actors see it where their
+# node's Ray was started with it): seconds, or "off"
 ENV_VAR = "REALBENCH_RL_COLLECT_EVERY_S"
 
 

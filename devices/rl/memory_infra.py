@@ -85,17 +85,22 @@ async def request_dump(endpoint: str, *, timeout_s: float = DUMP_TIMEOUT_S) -> l
         ids = iter(range(1, 1 << 30))
         events: list[dict[str, Any]] = []
 
+        async def receive() -> dict[str, Any]:
+            """The next message; the trace's events, whenever they come, go into `events`."""
+            message: dict[str, Any] = json.loads(await ws.recv())
+            if message.get("method") == "Tracing.dataCollected":
+                events.extend(message["params"]["value"])
+            return message
+
         async def call(method: str, **params: Any) -> dict[str, Any]:
             ident = next(ids)
             await ws.send(json.dumps({"id": ident, "method": method, "params": params}))
             while True:
-                message = json.loads(await ws.recv())
+                message = await receive()
                 if message.get("id") == ident:
                     if "error" in message:
                         raise CDPError(f"DevTools: {method}: {message['error'].get('message')}")
                     return dict(message.get("result", {}))
-                if message.get("method") == "Tracing.dataCollected":
-                    events.extend(message["params"]["value"])
 
         async def dump() -> list[dict[str, Any]]:
             await call(
@@ -111,11 +116,8 @@ async def request_dump(endpoint: str, *, timeout_s: float = DUMP_TIMEOUT_S) -> l
             if not result.get("success"):
                 raise CDPError("DevTools: the browser did not take the memory dump")
             await ws.send(json.dumps({"id": next(ids), "method": "Tracing.end"}))
-            while True:
-                message = json.loads(await ws.recv())
-                if message.get("method") == "Tracing.dataCollected":
-                    events.extend(message["params"]["value"])
-                elif message.get("method") == "Tracing.tracingComplete":
-                    return events
+            while (await receive()).get("method") != "Tracing.tracingComplete":
+                pass
+            return events
 
         return await asyncio.wait_for(dump(), timeout_s)
