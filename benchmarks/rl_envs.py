@@ -28,7 +28,11 @@ processes (one Chromium each) at the model's resolution, then measures:
   (``devices/rl/heap_collection.py``): how many, their seconds in all, and failures;
 - ``cpu_ms_per_step``: CPU time of this process and everything below it (worker processes,
   Playwright's drivers, Chromium) while stepping, per environment step, by process kind: unlike
-  the latencies, it hardly moves with other work on the machine;
+  the latencies, it hardly moves with other work on the machine; ``chromium_cpu_ms_per_step``:
+  Chromium's share by process type (browser, renderer, network, zygote, ...);
+  ``page_faults_per_step``: minor page faults per step by process kind (on a virtual machine each
+  one of fresh memory can cost microseconds; the browser process's come from the captures'
+  buffers, docs/benchmarks.md);
 - ``cpu``, ``cores``, ``load_avg_before`` and ``load_avg`` (1/5/15-minute, before and after the run):
   figures from a loaded machine are not comparable with a quiet one's; ``host_speed_ms_before`` and
   ``host_speed_ms`` (before and after): one core's time for a fixed piece of work, since the same
@@ -47,6 +51,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -66,22 +71,66 @@ BACK = json.dumps({"type": "key", "key": "back"})
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds_by_kind() -> dict[str, float]:
-    """CPU seconds so far of this process and its descendants: "python" (this process and the
-    workers), "driver" (Playwright's), "chromium". Processes that exited are not counted."""
-    out = {"python": 0.0, "driver": 0.0, "chromium": 0.0}
+CHROMIUM_TYPE = re.compile(r"--type=([\w-]+)")
+CHROMIUM_UTILITY = re.compile(r"--utility-sub-type=([\w.]+)")
+
+
+def process_kind(argv: str) -> str:
+    """ "python" (this process and the workers), "driver" (Playwright's) or "chromium:<type>"
+    (browser, renderer, network, gpu-process, zygote, utility), from a process's command line.
+    Chromium's children rewrite theirs into one space-separated string."""
+    name = Path(argv.split("\0")[0].split(" ")[0]).name
+    if "chrom" not in name:
+        return "python" if "python" in name else "driver"
+    found = CHROMIUM_TYPE.search(argv)
+    kind = found.group(1) if found else "browser"
+    if kind == "utility":
+        sub = CHROMIUM_UTILITY.search(argv)
+        kind = "network" if sub and "NetworkService" in sub.group(1) else "utility"
+    return f"chromium:{kind}"
+
+
+def process_counters() -> dict[str, tuple[float, int]]:
+    """CPU seconds and minor page faults so far of this process and its descendants, by
+    `process_kind`. Processes that exited are not counted."""
+    out: dict[str, tuple[float, int]] = {}
     for pid in [os.getpid(), *descendant_pids(os.getpid())]:
         try:
             fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-            argv0 = (
-                (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-            )
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace")
         except OSError:
             continue
-        name = Path(argv0).name
-        kind = "chromium" if "chrom" in name else "python" if "python" in name else "driver"
-        out[kind] += (int(fields[11]) + int(fields[12])) / TICKS
+        kind = process_kind(argv)
+        cpu, faults = out.get(kind, (0.0, 0))
+        out[kind] = (cpu + (int(fields[11]) + int(fields[12])) / TICKS, faults + int(fields[7]))
     return out
+
+
+def cpu_seconds_by_kind(counters: dict[str, tuple[float, int]] | None = None) -> dict[str, float]:
+    """CPU seconds so far by "python", "driver" and "chromium" (all of its processes)."""
+    out = {"python": 0.0, "driver": 0.0, "chromium": 0.0}
+    for kind, (cpu, _) in (process_counters() if counters is None else counters).items():
+        out[kind.split(":")[0]] += cpu
+    return out
+
+
+def per_step(
+    before: dict[str, tuple[float, int]],
+    after: dict[str, tuple[float, int]],
+    excluded: dict[str, tuple[float, int]],
+    steps: int,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Chromium's CPU ms and every kind's minor page faults per step, between two readings, less
+    what `excluded` took (the memory readings)."""
+    cpu: dict[str, float] = {}
+    faults: dict[str, float] = {}
+    for kind, (cpu_after, faults_after) in sorted(after.items()):
+        cpu_before, faults_before = before.get(kind, (0.0, 0))
+        cpu_out, faults_out = excluded.get(kind, (0.0, 0))
+        if kind.startswith("chromium:"):
+            cpu[kind.split(":")[1]] = round((cpu_after - cpu_before - cpu_out) / steps * 1000, 1)
+        faults[kind] = round((faults_after - faults_before - faults_out) / steps, 1)
+    return cpu, faults
 
 
 def worker_stats(venv: CloneVectorEnv) -> list[dict[str, Any]]:
@@ -153,8 +202,9 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         aborted = 0
         pss_samples: list[float] = []
         sampling = 0.0  # reading memory is not stepping: neither its time nor its CPU counts
-        cpu_before = cpu_seconds_by_kind()
-        sampling_cpu = dict.fromkeys(cpu_before, 0.0)
+        counters_before = process_counters()
+        cpu_before = cpu_seconds_by_kind(counters_before)
+        sampled: dict[str, tuple[float, int]] = {}
         t = time.perf_counter()
         while time.perf_counter() - t < args.seconds:
             _, _, terminated, truncated, infos = venv.step(random_actions(rng, n))
@@ -164,17 +214,22 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             if done.any():
                 venv.reset(options={"reset_mask": done})
             if time.perf_counter() - t > args.seconds / 3:  # past the first collections
-                s0, cpu0 = time.perf_counter(), cpu_seconds_by_kind()
+                s0, c0 = time.perf_counter(), process_counters()
                 pss_samples.append(chromium_pss(worker_stats(venv)))
-                cpu1 = cpu_seconds_by_kind()
+                c1 = process_counters()
                 sampling += time.perf_counter() - s0
-                for k in sampling_cpu:  # the workers read /proc for it, on their CPU
-                    sampling_cpu[k] += cpu1[k] - cpu0[k]
+                for k, (cpu, faults) in c1.items():  # the workers read /proc for it, on their CPU
+                    was_cpu, was_faults = c0.get(k, (0.0, 0))
+                    had_cpu, had_faults = sampled.get(k, (0.0, 0))
+                    sampled[k] = (had_cpu + cpu - was_cpu, had_faults + faults - was_faults)
         elapsed = time.perf_counter() - t - sampling
-        cpu_after = cpu_seconds_by_kind()
+        counters_after = process_counters()
+        cpu_after = cpu_seconds_by_kind(counters_after)
+        sampling_cpu = cpu_seconds_by_kind(sampled)
         cpu_per_step = {
             k: round((cpu_after[k] - cpu_before[k] - sampling_cpu[k]) / steps * 1000, 1) for k in cpu_after
         }
+        chromium_cpu, faults_per_step = per_step(counters_before, counters_after, sampled, steps)
         stats = worker_stats(venv)
         pss = chromium_pss(stats)
         pss_samples.append(pss)
@@ -207,6 +262,8 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         "heap_collections": {**collections, "seconds": round(collections["seconds"], 2)},
         "steps_per_s": round(steps / elapsed, 1),
         "cpu_ms_per_step": {**cpu_per_step, "all": round(sum(cpu_per_step.values()), 1)},
+        "chromium_cpu_ms_per_step": chromium_cpu,
+        "page_faults_per_step": faults_per_step,
         "pss_per_env_mib": round(pss / n, 1),
         "pss_total_mib": round(pss, 1),
         "pss_per_env_mib_while_stepping": {
