@@ -54,6 +54,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +91,27 @@ def process_kind(argv: str) -> str:
     return f"chromium:{kind}"
 
 
-def process_counters() -> dict[str, tuple[float, int]]:
-    """CPU seconds and minor page faults so far of this process and its descendants, by
-    `process_kind`. Processes that exited are not counted."""
-    out: dict[str, tuple[float, int]] = {}
+@dataclass(frozen=True)
+class Usage:
+    """CPU seconds and minor page faults of a kind of process (`process_kind`)."""
+
+    cpu_s: float = 0.0
+    faults: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.cpu_s + other.cpu_s, self.faults + other.faults)
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.cpu_s - other.cpu_s, self.faults - other.faults)
+
+
+Counters = dict[str, Usage]
+
+
+def process_counters() -> Counters:
+    """`Usage` so far of this process and its descendants, by `process_kind`. Processes that exited
+    are not counted."""
+    out: Counters = {}
     for pid in [os.getpid(), *descendant_pids(os.getpid())]:
         try:
             fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
@@ -101,35 +119,35 @@ def process_counters() -> dict[str, tuple[float, int]]:
         except OSError:
             continue
         kind = process_kind(argv)
-        cpu, faults = out.get(kind, (0.0, 0))
-        out[kind] = (cpu + (int(fields[11]) + int(fields[12])) / TICKS, faults + int(fields[7]))
+        used = Usage((int(fields[11]) + int(fields[12])) / TICKS, int(fields[7]))
+        out[kind] = out.get(kind, Usage()) + used
     return out
 
 
-def cpu_seconds_by_kind(counters: dict[str, tuple[float, int]] | None = None) -> dict[str, float]:
-    """CPU seconds so far by "python", "driver" and "chromium" (all of its processes)."""
+def plus(a: Counters, b: Counters) -> Counters:
+    return {k: a.get(k, Usage()) + b.get(k, Usage()) for k in dict.fromkeys([*a, *b])}
+
+
+def minus(a: Counters, b: Counters) -> Counters:
+    return {k: a.get(k, Usage()) - b.get(k, Usage()) for k in dict.fromkeys([*a, *b])}
+
+
+def cpu_seconds_by_kind(counters: Counters) -> dict[str, float]:
+    """The CPU seconds of `counters` by "python", "driver" and "chromium" (all of its processes)."""
     out = {"python": 0.0, "driver": 0.0, "chromium": 0.0}
-    for kind, (cpu, _) in (process_counters() if counters is None else counters).items():
-        out[kind.split(":")[0]] += cpu
+    for kind, used in counters.items():
+        out[kind.split(":")[0]] += used.cpu_s
     return out
 
 
-def per_step(
-    before: dict[str, tuple[float, int]],
-    after: dict[str, tuple[float, int]],
-    excluded: dict[str, tuple[float, int]],
-    steps: int,
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Chromium's CPU ms and every kind's minor page faults per step, between two readings, less
-    what `excluded` took (the memory readings)."""
-    cpu: dict[str, float] = {}
-    faults: dict[str, float] = {}
-    for kind, (cpu_after, faults_after) in sorted(after.items()):
-        cpu_before, faults_before = before.get(kind, (0.0, 0))
-        cpu_out, faults_out = excluded.get(kind, (0.0, 0))
-        if kind.startswith("chromium:"):
-            cpu[kind.split(":")[1]] = round((cpu_after - cpu_before - cpu_out) / steps * 1000, 1)
-        faults[kind] = round((faults_after - faults_before - faults_out) / steps, 1)
+def per_step(used: Counters, steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Chromium's CPU ms by process type and every kind's minor page faults, per step."""
+    cpu = {
+        kind.split(":")[1]: round(u.cpu_s / steps * 1000, 1)
+        for kind, u in sorted(used.items())
+        if kind.startswith("chromium:")
+    }
+    faults = {kind: round(u.faults / steps, 1) for kind, u in sorted(used.items())}
     return cpu, faults
 
 
@@ -182,11 +200,11 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     )
     bringup = time.perf_counter() - t0
     try:
-        cpu0, own0 = cpu_seconds_by_kind(), time.process_time()
+        c0, own0 = process_counters(), time.process_time()
         venv.reset(seed=args.seed)
         first_observation = time.perf_counter() - t0
-        cpu1, own1 = cpu_seconds_by_kind(), time.process_time()
-        first_reset_cpu = {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1}
+        c1, own1 = process_counters(), time.process_time()
+        first_reset_cpu = {k: round(v, 2) for k, v in cpu_seconds_by_kind(minus(c1, c0)).items()}
         first_reset_cpu["this_process"] = round(own1 - own0, 2)
         resets = []
         for i in range(args.resets):
@@ -203,8 +221,7 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         pss_samples: list[float] = []
         sampling = 0.0  # reading memory is not stepping: neither its time nor its CPU counts
         counters_before = process_counters()
-        cpu_before = cpu_seconds_by_kind(counters_before)
-        sampled: dict[str, tuple[float, int]] = {}
+        sampled: Counters = {}
         t = time.perf_counter()
         while time.perf_counter() - t < args.seconds:
             _, _, terminated, truncated, infos = venv.step(random_actions(rng, n))
@@ -216,20 +233,13 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
             if time.perf_counter() - t > args.seconds / 3:  # past the first collections
                 s0, c0 = time.perf_counter(), process_counters()
                 pss_samples.append(chromium_pss(worker_stats(venv)))
-                c1 = process_counters()
+                # the workers read /proc for it, on their CPU
+                sampled = plus(sampled, minus(process_counters(), c0))
                 sampling += time.perf_counter() - s0
-                for k, (cpu, faults) in c1.items():  # the workers read /proc for it, on their CPU
-                    was_cpu, was_faults = c0.get(k, (0.0, 0))
-                    had_cpu, had_faults = sampled.get(k, (0.0, 0))
-                    sampled[k] = (had_cpu + cpu - was_cpu, had_faults + faults - was_faults)
         elapsed = time.perf_counter() - t - sampling
-        counters_after = process_counters()
-        cpu_after = cpu_seconds_by_kind(counters_after)
-        sampling_cpu = cpu_seconds_by_kind(sampled)
-        cpu_per_step = {
-            k: round((cpu_after[k] - cpu_before[k] - sampling_cpu[k]) / steps * 1000, 1) for k in cpu_after
-        }
-        chromium_cpu, faults_per_step = per_step(counters_before, counters_after, sampled, steps)
+        stepping = minus(minus(process_counters(), counters_before), sampled)
+        cpu_per_step = {k: round(v / steps * 1000, 1) for k, v in cpu_seconds_by_kind(stepping).items()}
+        chromium_cpu, faults_per_step = per_step(stepping, steps)
         stats = worker_stats(venv)
         pss = chromium_pss(stats)
         pss_samples.append(pss)
