@@ -78,9 +78,7 @@ def playwright_disabled_features() -> tuple[str, ...] | None:
 
 
 def _names(args: tuple[str, ...] | list[str], switch: str) -> list[str]:
-    return list(
-        dict.fromkeys(n for a in args if a.startswith(switch) for n in a[len(switch) :].split(",") if n)
-    )
+    return [n for a in args if a.startswith(switch) for n in a[len(switch) :].split(",") if n]
 
 
 def _folded(args: tuple[str, ...] | list[str], switch: str, kind: str) -> str | None:

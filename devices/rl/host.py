@@ -424,7 +424,7 @@ class EnvHost:
                 return time.perf_counter() - started, False
             return time.perf_counter() - started, True
 
-        for seconds, ok in list(self._threads.map(one, pages)):
+        for seconds, ok in self._threads.map(one, pages):
             self.collections.record(seconds, ok)
 
     def env(self, env_id: int) -> EnvCore:
