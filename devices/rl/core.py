@@ -302,6 +302,19 @@ class EnvCore:
             self._browser is None or self._generation != self._browser.generation
         )
 
+    @property
+    def page_browser(self) -> HostBrowser | None:
+        """The host's browser this environment's live page is in (None: no page, or closed)."""
+        browser = self._browser
+        return browser if self._device is not None and not self.closed else None
+
+    def collect_garbage(self) -> None:
+        """A full collection of the heaps of this environment's renderer (its pages share them)."""
+        device = self._device
+        if device is None:
+            raise DeviceError(f"environment {self.env_id} has no page any more")
+        device.collect_garbage()
+
     # --- the RL API ---
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Transition:

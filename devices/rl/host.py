@@ -408,17 +408,15 @@ class EnvHost:
         within the step that found it due: its time counts in the step, as the heaps' own would."""
         by_browser: dict[int, list[EnvCore]] = {}
         for env in list(self._envs.values()):
-            if env._device is not None and env._browser is not None and not env.closed:
-                by_browser.setdefault(id(env._browser), []).append(env)
+            browser = env.page_browser
+            if browser is not None:
+                by_browser.setdefault(id(browser), []).append(env)
         pages = [envs[self.collections.next_turn(len(envs))] for envs in by_browser.values()]
 
         def one(env: EnvCore) -> tuple[float, bool]:
             started = time.perf_counter()
             try:
-                device = env._device
-                if device is None:
-                    raise DeviceError(f"environment {env.env_id} has no page any more")
-                device.collect_garbage()
+                env.collect_garbage()
             except Exception as exc:  # a page gone or closing: its next step says so
                 log.debug("heap collection on %s: %s", env.env_id, exc)
                 return time.perf_counter() - started, False
