@@ -36,7 +36,10 @@ processes (one Chromium each) at the model's resolution, then measures:
 - ``cpu``, ``cores``, ``load_avg_before`` and ``load_avg`` (1/5/15-minute, before and after the run):
   figures from a loaded machine are not comparable with a quiet one's; ``host_speed_ms_before`` and
   ``host_speed_ms`` (before and after): one core's time for a fixed piece of work, since the same
-  host, idle, runs up to 40 % slower in some hours than in others.
+  host, idle, runs up to 40 % slower in some hours than in others; ``bytecode``: whether the modules
+  had their bytecode on disk (``with_bytecode`` of ``source_modules``) and the interpreter writes it
+  (``writes``): a spawned worker without it compiles every module it imports, and comes up 1.3-1.5 s
+  later.
 
 ``--worker-import module:function`` calls a function in every worker before its host starts, e.g.
 one that switches a setting off, so that two variants run alternately from the same tree.
@@ -63,7 +66,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.machine_info import host_speed_ms, machine_facts  # noqa: E402
+from benchmarks.machine_info import bytecode_facts, host_speed_ms, machine_facts  # noqa: E402
 from devices.clone_browser import descendant_pids  # noqa: E402
 from devices.rl.errors import ErrorInfo  # noqa: E402
 from devices.rl.vector import CloneVectorEnv  # noqa: E402
@@ -313,6 +316,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    bytecode = bytecode_facts()
+    if bytecode["with_bytecode"] < bytecode["source_modules"]:
+        logging.warning(
+            "%d of %d modules have no bytecode on disk: every worker compiles them from source, "
+            "about 1.4 s more to bring-up here; run once with PYTHONDONTWRITEBYTECODE unset",
+            bytecode["source_modules"] - bytecode["with_bytecode"],
+            bytecode["source_modules"],
+        )
     counts = [int(c) for c in args.scaling.split(",") if c.strip()] or [args.envs]
     rows = []
     for n in counts:
