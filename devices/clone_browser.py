@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from devices.chromium_features import CLONE_DISABLED_FEATURES, DISABLE, launch_args
+from devices.driver_cache import use_node_compile_cache
 from realbench.errors import BrowserMissingError, ConfigError, DeviceError, DeviceLost
 from realbench.loop_thread import start_loop_thread
 
@@ -233,6 +234,7 @@ class BrowserPool:
     async def _launch(self, timeout_s: float) -> None:
         from playwright.async_api import async_playwright
 
+        use_node_compile_cache()
         self._pw = await async_playwright().start()
         try:
             self._browser = await self._pw.chromium.launch(
