@@ -60,8 +60,9 @@ def _has_bytecode(module: Any) -> bool | None:
 def bytecode_facts() -> dict[str, Any]:
     """Whether the Python modules loaded so far had their bytecode on disk, and whether this
     interpreter writes it. A process without it compiles every module from source: a spawned RL
-    worker took 1.3-1.5 s longer to come up that way (docs/benchmarks.md), which is the state of a
-    virtualenv installed without bytecode under PYTHONDONTWRITEBYTECODE, not of a used one."""
+    worker was ready 0.6 s later that way, 100 environments over two 1.0-1.7 s later
+    (docs/benchmarks.md). That is the state of a virtualenv installed without bytecode, under
+    PYTHONDONTWRITEBYTECODE, not of a used one."""
     found = [_has_bytecode(m) for m in list(sys.modules.values())]
     return {
         "writes": not sys.flags.dont_write_bytecode,

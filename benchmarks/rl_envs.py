@@ -38,8 +38,8 @@ processes (one Chromium each) at the model's resolution, then measures:
   ``host_speed_ms`` (before and after): one core's time for a fixed piece of work, since the same
   host, idle, runs up to 40 % slower in some hours than in others; ``bytecode``: whether the modules
   had their bytecode on disk (``with_bytecode`` of ``source_modules``) and the interpreter writes it
-  (``writes``): a spawned worker without it compiles every module it imports, and comes up 1.3-1.5 s
-  later.
+  (``writes``): a spawned worker without it compiles every module it imports (0.6 s more each; 100
+  environments over two came up 1.0-1.7 s later).
 
 ``--worker-import module:function`` calls a function in every worker before its host starts, e.g.
 one that switches a setting off, so that two variants run alternately from the same tree.
@@ -320,7 +320,7 @@ def main() -> None:
     if bytecode["with_bytecode"] < bytecode["source_modules"]:
         logging.warning(
             "%d of %d modules have no bytecode on disk: every worker compiles them from source, "
-            "about 1.4 s more to bring-up here; run once with PYTHONDONTWRITEBYTECODE unset",
+            "1.0-1.7 s more to bring 100 up on 2 cores; run once with PYTHONDONTWRITEBYTECODE unset",
             bytecode["source_modules"] - bytecode["with_bytecode"],
             bytecode["source_modules"],
         )
