@@ -36,6 +36,9 @@ def use_node_compile_cache() -> Path | None:
     if os.environ.get(CACHE_VAR):
         return Path(os.environ[CACHE_VAR])
     folder = cache_folder()
+    if not folder.is_absolute():  # no home to be found: "~" would be a folder of the working one
+        log.debug("no compile cache for Playwright's driver: no cache home (%s)", folder)
+        return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

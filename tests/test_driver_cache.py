@@ -48,6 +48,14 @@ def test_no_writable_folder_means_no_cache(no_cache_set, monkeypatch, tmp_path) 
     assert CACHE_VAR not in os.environ
 
 
+def test_no_home_means_no_cache_not_a_folder_named_tilde(no_cache_set, monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: Path("~")))  # expanduser's last resort
+    monkeypatch.chdir(tmp_path)
+    assert use_node_compile_cache() is None
+    assert CACHE_VAR not in os.environ and not (tmp_path / "~").exists()
+
+
 def _entries(folder: Path) -> dict[Path, int]:
     return {p: p.stat().st_size for p in folder.rglob("*") if p.is_file()}
 
