@@ -54,7 +54,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -68,6 +67,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.machine_info import bytecode_facts, host_speed_ms, machine_facts  # noqa: E402
 from devices.clone_browser import descendant_pids  # noqa: E402
+from devices.rl.browser import process_type  # noqa: E402
 from devices.rl.errors import ErrorInfo  # noqa: E402
 from devices.rl.vector import CloneVectorEnv  # noqa: E402
 
@@ -75,22 +75,19 @@ BACK = json.dumps({"type": "key", "key": "back"})
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-CHROMIUM_TYPE = re.compile(r"--type=([\w-]+)")
-CHROMIUM_UTILITY = re.compile(r"--utility-sub-type=([\w.]+)")
-
-
-def process_kind(argv: str) -> str:
+def process_kind(cmdline: str) -> str:
     """ "python" (this process and the workers), "driver" (Playwright's) or "chromium:<type>"
-    (browser, renderer, network, gpu-process, zygote, utility), from a process's command line.
-    Chromium's children rewrite theirs into one space-separated string."""
-    name = Path(argv.split("\0")[0].split(" ")[0]).name
+    (`process_type`: browser, renderer, gpu-process, zygote; utility processes as "network" or
+    "utility"), from a process's /proc command line. Chromium's children rewrite theirs into one
+    space-separated string."""
+    argv = cmdline.replace("\0", " ").split()
+    name = Path(argv[0]).name if argv else ""
     if "chrom" not in name:
         return "python" if "python" in name else "driver"
-    found = CHROMIUM_TYPE.search(argv)
-    kind = found.group(1) if found else "browser"
+    kind = process_type(argv)
     if kind == "utility":
-        sub = CHROMIUM_UTILITY.search(argv)
-        kind = "network" if sub and "NetworkService" in sub.group(1) else "utility"
+        sub = next((a.split("=", 1)[1] for a in argv if a.startswith("--utility-sub-type=")), "")
+        kind = "network" if "NetworkService" in sub else "utility"
     return f"chromium:{kind}"
 
 
