@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from devices import chromium_launch
 from devices.chromium_features import CLONE_DISABLED_FEATURES, DISABLE, launch_args
 from devices.driver_cache import use_node_compile_cache
 from realbench.errors import BrowserMissingError, ConfigError, DeviceError, DeviceLost
@@ -113,6 +114,20 @@ def device_error(exc: BaseException, what: str) -> DeviceError:
     return DeviceError(f"{what}: {text}", hint="see the log for the browser's message")
 
 
+class Launcher(StrEnum):
+    """Who starts a pool's Chromium.
+
+    PLAYWRIGHT: Playwright's driver starts it and drives every page.
+    DIRECT: this process starts it with the same command line (`devices.chromium_launch`), for
+    pools whose pages go over the browser's own DevTools websocket (RL hosts): no driver process,
+    no Playwright import. Playwright is connected to the running browser only once a page needs it
+    (a context with extra headers). Falls back to PLAYWRIGHT where the platform cannot (not Linux).
+    """
+
+    PLAYWRIGHT = "playwright"
+    DIRECT = "direct"
+
+
 class Isolation(StrEnum):
     """How environments share Chromium's renderer processes.
 
@@ -158,8 +173,13 @@ class BrowserPool:
         isolation: Isolation | str = Isolation.SHARED,
         renderers: int | None = None,
         render_scale: float | None = None,
+        launcher: Launcher | str = Launcher.PLAYWRIGHT,
     ) -> None:
         self.executable = Path(executable)
+        self.launcher = Launcher(launcher)
+        if self.launcher is Launcher.DIRECT and not chromium_launch.available():
+            log.info("this platform cannot start Chromium itself; Playwright starts it")
+            self.launcher = Launcher.PLAYWRIGHT
         self.isolation = Isolation(isolation)
         self.renderers = max(1, renderers or default_renderers())
         self.render_scale = render_scale
@@ -177,7 +197,9 @@ class BrowserPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pw: Any = None
-        self._browser: Any = None
+        self._browser: Any = None  # Playwright's Browser (a DIRECT pool's: once a page needs it)
+        self._process: chromium_launch.ChromiumProcess | None = None  # a DIRECT pool's browser
+        self._connecting: asyncio.Future[Any] | None = None  # Playwright, connecting to it
         self._lock = threading.Lock()
         self._lost: str | None = None
         self.generation = 0  # bumped at every launch, so pages know when their browser was replaced
@@ -193,19 +215,23 @@ class BrowserPool:
 
     @property
     def running(self) -> bool:
-        return self._browser is not None and self._lost is None
+        return self._launched and self._lost is None
+
+    @property
+    def _launched(self) -> bool:
+        return self._browser is not None or self._process is not None
 
     def start(self) -> BrowserPool:
         """Launch Chromium; relaunch it if it died (pages of the old one are then `lost`)."""
         with self._lock:
-            if self._browser is not None and self._lost is None:
+            if self._launched and self._lost is None:
                 return self
             if not self.executable.exists():
                 raise BrowserMissingError(
                     f"Chromium is not installed at {self.executable}",
                     hint="install it with `apt-get install chromium-headless-shell` (or run `make setup`), or set REALBENCH_CHROMIUM",
                 )
-            if self._browser is not None:
+            if self._launched:
                 log.warning("relaunching the clone browser (%s)", self._lost)
                 try:
                     self.call(self._shutdown(), timeout=20)
@@ -232,6 +258,9 @@ class BrowserPool:
                 log.warning("Chromium did not start (%s); trying once more, waiting longer", exc)
 
     async def _launch(self, timeout_s: float) -> None:
+        if self.launcher is Launcher.DIRECT:
+            await self._launch_direct(timeout_s)
+            return
         from playwright.async_api import async_playwright
 
         use_node_compile_cache()
@@ -260,8 +289,66 @@ class BrowserPool:
         browser.on("disconnected", lambda _b: self._mark_lost("the browser disconnected", browser))
         log.info("Chromium %s started", self.version)
 
+    async def _launch_direct(self, timeout_s: float) -> None:
+        process = await chromium_launch.ChromiumProcess.start(
+            self.executable, launch_args(self.args), timeout_s
+        )
+        self._process, self.version = process, process.version
+        self._context_lock = asyncio.Lock()
+        self._lost = None
+        process.exited.add_done_callback(
+            lambda f: self._mark_lost(f"the browser exited ({f.result()})", process)
+        )
+        log.info("Chromium %s started (pid %d)", self.version, process.pid)
+
+    async def devtools_url(self) -> str | None:
+        """The DevTools websocket of a browser this pool started itself (None for Playwright's)."""
+        process = self._process
+        return None if process is None else await process.devtools_url()
+
+    async def _playwright_browser(self) -> Any:
+        """Playwright's Browser: the one it launched, or (DIRECT) one connected to this pool's
+        browser on first use, shared by the callers that race for it."""
+        if self._lost is not None or not self._launched:
+            raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
+        if self._browser is not None:
+            return self._browser
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect_playwright())
+        connecting = self._connecting
+        try:
+            return await asyncio.shield(connecting)
+        except BaseException:
+            if self._connecting is connecting and connecting.done():
+                self._connecting = None
+            raise
+
+    async def _connect_playwright(self) -> Any:
+        from playwright.async_api import async_playwright
+
+        process = self._process
+        assert process is not None
+        url = await process.devtools_url()
+        use_node_compile_cache()
+        pw = await async_playwright().start()
+        try:
+            browser = await pw.chromium.connect_over_cdp(url)
+        except BaseException:
+            await pw.stop()
+            raise
+        if process is not self._process:  # closed or replaced meanwhile
+            await browser.close()
+            await pw.stop()
+            raise DeviceLost("the clone browser was closed")
+        self._pw, self._browser = pw, browser
+        browser.on("disconnected", lambda _b: self._mark_lost("the browser disconnected", browser))
+        log.info("Playwright connected to Chromium %d", process.pid)
+        return browser
+
     def _mark_lost(self, why: str, browser: Any) -> None:
-        if self._lost is None and browser is self._browser:
+        """`browser` (Playwright's Browser or this pool's process) is gone: the pool is lost if it
+        is still the pool's own."""
+        if self._lost is None and browser is not None and browser in (self._browser, self._process):
             self._lost = why
             log.warning("clone browser lost: %s", why)
 
@@ -306,10 +393,9 @@ class BrowserPool:
         return emulation.scale if self.captures_as_drawn(emulation) else 1
 
     async def _new_context(self, emulation: Emulation, headers: Headers = ()) -> Any:
-        if self._lost is not None or self._browser is None:
-            raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
+        browser = await self._playwright_browser()
         scale = self.page_scale(emulation)
-        return await self._browser.new_context(
+        return await browser.new_context(
             viewport={"width": emulation.width, "height": emulation.height},
             screen={"width": emulation.width, "height": emulation.height},
             device_scale_factor=scale,
@@ -396,10 +482,10 @@ class BrowserPool:
 
     async def _browser_cdp(self) -> Any:
         if self._cdp is None:
-            if self._browser is None:
-                raise DeviceLost(f"the clone browser is gone ({self._lost or 'not started'})")
-            # a future, so that pages opened at once share one browser session
-            self._cdp = asyncio.ensure_future(self._browser.new_browser_cdp_session())
+            browser = await self._playwright_browser()
+            if self._cdp is None:
+                # a future, so that pages opened at once share one browser session
+                self._cdp = asyncio.ensure_future(browser.new_browser_cdp_session())
         try:
             return await asyncio.shield(self._cdp)
         except BaseException:
@@ -416,7 +502,7 @@ class BrowserPool:
         with self._lock:
             if self._loop is None:
                 return
-            if self._browser is not None:
+            if self._launched:
                 try:
                     self.call(self._shutdown(), timeout=20)
                 except Exception as exc:  # closing must not mask the caller's own error
@@ -424,17 +510,22 @@ class BrowserPool:
             self._stop_loop()
 
     async def _shutdown(self) -> None:
-        browser, pw = self._browser, self._pw
-        self._browser = self._pw = None
+        browser, pw, process = self._browser, self._pw, self._process
+        self._browser = self._pw = self._process = self._connecting = None
         self._contexts.clear()
         self._cdp = None
         self._lost = "closed"
         try:
             if browser is not None:
+                # Playwright's own browser closes; one connected to ours only lets go of it
                 await browser.close()
         finally:
-            if pw is not None:
-                await pw.stop()
+            try:
+                if pw is not None:
+                    await pw.stop()
+            finally:
+                if process is not None:
+                    await process.close()
 
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread

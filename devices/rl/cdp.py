@@ -5,8 +5,9 @@ back, each message parsed and re-encoded twice. A trivial evaluation took 3-4 ms
 0.8 ms over the browser's own DevTools websocket, and every JPEG observation crossed the driver as
 base64 (docs/benchmarks.md, RL environments). Here an RL page's evaluations, captures and input
 events go over one websocket per browser (flat sessions, commands tagged with a page's session id),
-and the pages themselves are opened and closed over it (`devices.rl.direct_page`); Playwright still
-launches the browser and reports its death.
+and the pages themselves are opened and closed over it (`devices.rl.direct_page`). The pool starts
+the browser itself (`Launcher.DIRECT`, no Playwright driver) and reports its death; Playwright is
+connected to it only for a page that needs it.
 
 The browser is started with ``--remote-debugging-port=0`` and a mark naming its pool
 (`devtools_args`); Chromium then writes the port it chose into ``DevToolsActivePort`` in its
@@ -342,7 +343,9 @@ async def _connection(pool: BrowserPool, url: str) -> DevToolsConnection | None:
             return found
     old = link.connection if link is not None else None
     mark = pool_mark(pool)
-    link = _Link(pool.generation, asyncio.ensure_future(_find(url) if mark is None else _find_marked(mark)))
+    link = _Link(
+        pool.generation, asyncio.ensure_future(_find(url) if mark is None else _find_marked(pool, mark))
+    )
     _links[pool] = link
     if old is not None and old.done() and not old.cancelled() and old.exception() is None:
         stale = old.result()
@@ -351,8 +354,9 @@ async def _connection(pool: BrowserPool, url: str) -> DevToolsConnection | None:
     return await asyncio.shield(link.connection)
 
 
-async def _find_marked(mark: str) -> DevToolsConnection | None:
-    for endpoint in await _marked_endpoints(mark):
+async def _find_marked(pool: BrowserPool, mark: str) -> DevToolsConnection | None:
+    own = await pool.devtools_url()  # a browser the pool started itself says where it listens
+    for endpoint in [own] if own is not None else await _marked_endpoints(mark):
         try:
             return await DevToolsConnection(endpoint).connect()
         except Exception as exc:  # the browser going away: its pages keep Playwright's path

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from clones.base import Clone, State, get_clone
 from clones.server import CloneServer, CreateSession, Session, SessionStore
-from devices.clone_browser import BrowserPool, Emulation, Isolation
+from devices.clone_browser import BrowserPool, Emulation, Isolation, Launcher
 from devices.rl.browser import chromium_processes, pss_mib
 from devices.rl.cdp import devtools_args
 from devices.rl.config import EnvConfig
@@ -179,11 +179,15 @@ class EnvHost:
     def _new_pool(self, scale: float) -> BrowserPool:
         # Same-site pages share renderers: ~11 MiB per environment instead of ~65 MiB with a
         # context each; a renderer crash aborts the episodes of its context, which recover on reset.
+        # Its pages go over the browser's own DevTools websocket, so the pool starts the browser
+        # itself: no Playwright driver per worker (docs/benchmarks.md)
+        direct = devtools_args()
         return BrowserPool(
-            extra_args=(*RL_BROWSER_ARGS, *devtools_args(), *self.browser_args),
+            extra_args=(*RL_BROWSER_ARGS, *direct, *self.browser_args),
             isolation=Isolation.SHARED,
             renderers=self.renderers,
             render_scale=scale,
+            launcher=Launcher.DIRECT if direct else Launcher.PLAYWRIGHT,
         )
 
     def start(self) -> EnvHost:
