@@ -11,9 +11,12 @@ The browser's life is tied to this process's as Playwright ties it: file descrip
 the browser are a pipe pair (``--remote-debugging-pipe``) whose other ends only this process holds.
 However this process ends, the kernel closes them and the browser, reading end of file, exits
 (about 50 ms). The process is started with ``posix_spawn`` (safe in a threaded process, where
-``fork`` with a ``preexec_fn`` is not) in a process group of its own, so that a terminal's Ctrl-C
-reaches Python, which closes the browser, and not the browser first. Its exit is watched through a
-pidfd on the event loop.
+``fork`` with a ``preexec_fn`` is not) in a session of its own, as Playwright starts it: a
+terminal's Ctrl-C reaches Python, which closes the browser, and not the browser first; and where
+the kernel schedules sessions as groups (autogroup, on by default in Debian's), the browser and its
+renderers share the CPU with the Python processes as a group of their own, as they did under
+Playwright (docs/benchmarks.md: in the caller's session, steps/s fell by a few per cent). Its exit
+is watched through a pidfd on the event loop.
 """
 
 from __future__ import annotations
@@ -213,7 +216,7 @@ class ChromiumProcess:
                     (os.POSIX_SPAWN_DUP2, browser_reads, BROWSER_READS_FD),
                     (os.POSIX_SPAWN_DUP2, browser_writes, BROWSER_WRITES_FD),
                 ],
-                setpgroup=0,
+                setsid=True,
             )
         except OSError as exc:
             _close_fds([browser_reads, browser_writes, to_browser, from_browser])

@@ -155,6 +155,8 @@ def test_close_leaves_no_process_no_folder_and_no_descriptor() -> None:
     assert pool._process is not None
     pid, folder = pool._process.pid, pool._process.folder
     assert (folder / "profile").is_dir() and _alive(pid)
+    # a session of its own, as Playwright's: a terminal's Ctrl-C is not the browser's
+    assert os.getsid(pid) == pid != os.getsid(0)
     pool.close()
     assert _group(pid) == [] and not _alive(pid)  # exited and waited for (no zombie)
     assert not folder.exists()
