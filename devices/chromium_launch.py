@@ -2,7 +2,7 @@
 
 An RL worker drives its browser's pages over the browser's own DevTools websocket
 (`devices.rl.cdp`); Playwright's driver was left only to start the browser and notice its death,
-for the price of a Node process per worker (about 0.35 s of CPU to start, 40 MiB to keep) and of
+for the price of a Node process per worker (about 0.35 s of CPU to start, 110-120 MiB to keep) and of
 importing Playwright (about 0.27 s). `ChromiumProcess` does those two jobs without it; a pool that
 later needs Playwright for a page (a token-guarded server's headers) connects it to the running
 browser then (`BrowserPool`, `Launcher.DIRECT`).
