@@ -296,10 +296,13 @@ class BrowserPool:
         self._process, self.version = process, process.version
         self._context_lock = asyncio.Lock()
         self._lost = None
-        process.exited.add_done_callback(
-            lambda f: self._mark_lost(f"the browser exited ({f.result()})", process)
-        )
+        process.exited.add_done_callback(lambda f: self._process_exited(process, f.result()))
         log.info("Chromium %s started (pid %d)", self.version, process.pid)
+
+    def _process_exited(self, process: chromium_launch.ChromiumProcess, code: int) -> None:
+        if process is self._process and self._lost is None:  # not closed by the pool: say why
+            log.warning("Chromium %d exited with %d%s", process.pid, code, process.log_tail())
+        self._mark_lost(f"the browser exited ({code})", process)
 
     async def devtools_url(self) -> str | None:
         """The DevTools websocket of a browser this pool started itself (None for Playwright's)."""

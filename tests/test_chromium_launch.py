@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from devices import chromium_launch
 from devices.chromium_launch import ChromiumProcess
 from devices.clone_browser import DEFAULT_CHROMIUM, BrowserPool, Emulation, Launcher
+from devices.rl.cdp import devtools_browsers
 from devices.rl.host import RL_BROWSER_ARGS
 from realbench.errors import DeviceError
 
@@ -69,8 +71,6 @@ def _argv(pid: int) -> list[str]:
 
 
 def _browser_argv_below(root: int) -> list[str]:
-    from devices.rl.cdp import devtools_browsers
-
     [argv] = devtools_browsers(root).values()
     return argv
 
@@ -163,16 +163,19 @@ def test_close_leaves_no_process_no_folder_and_no_descriptor() -> None:
     assert _own_fds() == before
 
 
-def test_a_killed_browser_is_noticed_and_a_new_one_started() -> None:
+def test_a_killed_browser_is_noticed_and_a_new_one_started(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="devices.clone_browser")
     with BrowserPool(launcher=Launcher.DIRECT) as pool:
         assert pool._process is not None
         old, generation = pool._process.pid, pool.generation
-        os.kill(old, signal.SIGKILL)
+        browser = next(iter(devtools_browsers(old)), old)  # below Debian's wrapper script, if any
+        os.kill(browser, signal.SIGKILL)  # the browser itself, as a crash would end it
         deadline = time.monotonic() + GONE_WAIT_S
         while pool.running and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not pool.running and "exited" in str(pool._lost)
-        assert _wait_gone(old) == [] and not _alive(old)  # its renderers killed, itself reaped
+        assert f"Chromium {old} exited with" in caplog.text  # the log says so, closing would not
+        assert _wait_gone(old) == [] and not _alive(old) and not _alive(browser)  # all reaped
         pool.start()
         assert pool.running and pool.generation == generation + 1
         assert pool._process is not None and pool._process.pid != old and _alive(pool._process.pid)
