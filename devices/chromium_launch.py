@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -106,9 +107,19 @@ LOG_TAIL_LINES = 8
 UNKNOWN_EXIT = -255
 
 
+@functools.cache
 def available() -> bool:
-    """Whether this platform can start a browser here (Linux: posix_spawn's fd moves and pidfds)."""
-    return sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and hasattr(os, "POSIX_SPAWN_DUP2")
+    """Whether this platform can start a browser here (Linux: posix_spawn's descriptor moves, and
+    pidfds, which the kernel has from 5.3 on)."""
+    if not (
+        sys.platform.startswith("linux") and hasattr(os, "pidfd_open") and hasattr(os, "POSIX_SPAWN_DUP2")
+    ):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return False
+    return True
 
 
 def playwright_switches() -> list[str]:
@@ -219,7 +230,7 @@ class ChromiumProcess:
                 setsid=True,
             )
         except OSError as exc:
-            _close_fds([browser_reads, browser_writes, to_browser, from_browser])
+            _close_fds([to_browser, from_browser])  # the browser's ends: below, either way
             shutil.rmtree(folder, ignore_errors=True)
             raise DeviceError(f"Chromium at {resolved} did not start: {exc}") from None
         finally:
@@ -228,8 +239,8 @@ class ChromiumProcess:
         # dropped unclosed (or left open at exit): its pipe closes and the browser exits with it
         browser._finalizer = weakref.finalize(browser, _abandoned, browser._open_fds, folder, pid)
         try:
+            await browser._read_from(from_browser)  # from here its transport owns the descriptor
             browser._watch_exit()
-            await browser._read_from(from_browser)
             reply = await asyncio.wait_for(browser._ask("Browser.getVersion"), timeout_s)
         except BaseException as exc:
             tail = browser.log_tail()
@@ -267,9 +278,14 @@ class ChromiumProcess:
 
     async def _read_from(self, fd: int) -> None:
         reader = asyncio.StreamReader(limit=1 << 24)
-        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
-        )
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        try:
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), pipe
+            )
+        except BaseException:
+            pipe.close()
+            raise
         self._from_browser, self._reader_transport = reader, transport
 
     async def _ask(self, method: str) -> dict[str, Any]:
