@@ -17,6 +17,13 @@ the kernel schedules sessions as groups (autogroup, on by default in Debian's), 
 renderers share the CPU with the Python processes as a group of their own, as they did under
 Playwright (docs/benchmarks.md: in the caller's session, steps/s fell by a few per cent). Its exit
 is watched through a pidfd on the event loop.
+
+Each browser's profile and log live in a folder of the temporary directory, removed at close. A
+process killed before it could close leaves its folder (its browser exits all the same), so every
+start first removes the folders whose starting process is gone (`sweep_abandoned`; the folder names
+its owner by pid and start time, so a reused pid does not keep it). Only folders this user can read
+are judged: processes that share the temporary directory across pid namespaces would look gone to
+each other.
 """
 
 from __future__ import annotations
@@ -105,6 +112,11 @@ KILL_WAIT_S = 5.0
 PORT_FILE_WAIT_S = 10.0
 LOG_TAIL_LINES = 8
 UNKNOWN_EXIT = -255
+FOLDER_PREFIX = "realbench-chromium-"
+OWNER_FILE = "owner"  # "<pid> <start time>" of the process that started the browser
+# a folder with no owner written yet is another process's, just made (or one that died between
+# making it and writing its owner, which is then swept once it is this old)
+UNOWNED_KEPT_S = 60.0
 
 
 @functools.cache
@@ -178,6 +190,41 @@ def _abandoned(fds: list[int], folder: Path, pid: int) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _process_start(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot), or None where there is no such process:
+    with the pid, it names a process even after its pid is reused."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_gone(folder: Path) -> bool:
+    try:
+        pid, started = (folder / OWNER_FILE).read_text().split()
+    except FileNotFoundError:
+        try:
+            return time.time() - folder.stat().st_mtime > UNOWNED_KEPT_S
+        except OSError:  # removed meanwhile
+            return False
+    except (OSError, ValueError):  # unreadable or damaged: not ours to judge
+        return False
+    return _process_start(int(pid)) != started
+
+
+def sweep_abandoned(root: Path | None = None) -> list[Path]:
+    """Remove the folders of browsers whose starting process is gone (killed before it could
+    close them: its browser went with it, its folder stayed), and return them."""
+    swept = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        if folder.is_dir() and not folder.is_symlink() and _owner_gone(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            swept.append(folder)
+    if swept:
+        log.info("removed %d folder(s) of browsers whose process was gone", len(swept))
+    return swept
+
+
 @dataclass(eq=False)
 class ChromiumProcess:
     """A running headless Chromium started by `start`; `close` ends it and removes its profile."""
@@ -209,7 +256,9 @@ class ChromiumProcess:
         resolved = shutil.which(str(executable))
         if resolved is None:
             raise DeviceError(f"no Chromium at {executable}", hint="install it, or set REALBENCH_CHROMIUM")
-        folder = Path(tempfile.mkdtemp(prefix="realbench-chromium-"))
+        sweep_abandoned()
+        folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+        (folder / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}")
         (folder / "profile").mkdir()
         browser_reads, to_browser = os.pipe()
         from_browser, browser_writes = os.pipe()

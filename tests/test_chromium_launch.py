@@ -131,11 +131,17 @@ def _start_in_child(how: str) -> tuple[subprocess.Popen[str], dict[str, object]]
 def test_a_killed_python_takes_its_browser_and_the_browsers_children_with_it() -> None:
     child, started = _start_in_child("wait")
     pid = int(str(started["pid"]))
+    folder = Path(str(started["folder"]))
     try:
         assert _alive(pid) and len(_group(pid)) >= 2  # the browser and at least its zygote
+        assert folder not in chromium_launch.sweep_abandoned(folder.parent)  # its owner lives
+        assert folder.is_dir()
         child.kill()  # SIGKILL: no Python code runs, no close
         child.wait(10)
         assert _wait_gone(pid) == [], "the browser outlived the process that started it"
+        # nothing could remove its folder then; the next start anywhere does
+        assert folder.is_dir()
+        assert folder in chromium_launch.sweep_abandoned(folder.parent) and not folder.exists()
     finally:
         child.kill()
         for left in _group(pid):
@@ -294,3 +300,34 @@ def test_an_rl_host_neither_imports_playwrights_api_nor_starts_its_driver(rl_pac
     # `import playwright` alone (the package's few lines) is where the feature lists are read from
     assert seen["modules"] == ["playwright"]
     assert "node" not in seen["programs"] and any("chromium" in p for p in seen["programs"])
+
+
+def _folder(root: Path, name: str, owner: str | None) -> Path:
+    folder = root / f"{chromium_launch.FOLDER_PREFIX}{name}"
+    (folder / "profile").mkdir(parents=True)
+    if owner is not None:
+        (folder / chromium_launch.OWNER_FILE).write_text(owner)
+    return folder
+
+
+def test_only_the_folders_of_gone_processes_are_swept(tmp_path: Path) -> None:
+    me = f"{os.getpid()} {chromium_launch._process_start(os.getpid())}"
+    mine = _folder(tmp_path, "mine", me)
+    # this process's pid, but a start time it does not have: a process gone, its pid reused
+    reused = _folder(tmp_path, "reused", f"{os.getpid()} 1")
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = _folder(tmp_path, "dead", f"{finished.stdout.strip()} 1")
+    just_made = _folder(tmp_path, "just-made", None)
+    long_unowned = _folder(tmp_path, "long-unowned", None)
+    old = time.time() - chromium_launch.UNOWNED_KEPT_S - 10
+    os.utime(long_unowned, (old, old))
+    damaged = _folder(tmp_path, "damaged", "not a pid")
+    other = tmp_path / "someone-elses"
+    other.mkdir()
+
+    swept = chromium_launch.sweep_abandoned(tmp_path)
+    assert sorted(swept) == sorted([reused, dead, long_unowned])
+    assert not any(f.exists() for f in swept)
+    assert mine.is_dir() and just_made.is_dir() and damaged.is_dir() and other.is_dir()
