@@ -47,6 +47,7 @@ from typing import Any
 
 from devices.chromium_features import DISABLE, ENABLE, playwright_features
 from realbench.errors import DeviceError
+from realbench.procfs import START_TIME, stat_fields
 
 log = logging.getLogger(__name__)
 
@@ -193,10 +194,8 @@ def _abandoned(fds: list[int], folder: Path, pid: int) -> None:
 def _process_start(pid: int) -> str | None:
     """When process `pid` started (clock ticks after boot), or None where there is no such process:
     with the pid, it names a process even after its pid is reused."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    fields = stat_fields(pid)
+    return None if fields is None or len(fields) <= START_TIME else fields[START_TIME]
 
 
 def _owner_gone(folder: Path) -> bool:

@@ -30,6 +30,7 @@ from devices.chromium_features import CLONE_DISABLED_FEATURES, DISABLE, launch_a
 from devices.driver_cache import use_node_compile_cache
 from realbench.errors import BrowserMissingError, ConfigError, DeviceError, DeviceLost
 from realbench.loop_thread import start_loop_thread
+from realbench.procfs import PARENT, stat_fields
 
 log = logging.getLogger(__name__)
 
@@ -624,12 +625,10 @@ def descendants(root: int) -> dict[int, int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
+        fields = stat_fields(entry.name)
+        if fields is None:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
+        children.setdefault(int(fields[PARENT]), []).append(int(entry.name))
     out: dict[int, int] = {}
     stack = [root]
     while stack:

@@ -22,6 +22,7 @@ import httpx
 
 from devices.virtual.host import run_adb
 from realbench.errors import DeviceError, ServerError
+from realbench.procfs import STATE, stat_fields
 
 log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 60.0
@@ -66,11 +67,8 @@ def pid_alive(pid: int) -> bool:
         return True
     # An exited host whose parent (the `up` command) is gone may linger as a zombie where PID 1
     # does not reap (containers): it is dead all the same.
-    try:
-        stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return True
-    return stat_fields[0] != "Z"
+    fields = stat_fields(pid)
+    return fields is None or fields[STATE] != "Z"
 
 
 def up(
