@@ -114,6 +114,8 @@ PORT_FILE_WAIT_S = 10.0
 LOG_TAIL_LINES = 8
 UNKNOWN_EXIT = -255
 FOLDER_PREFIX = "realbench-chromium-"
+PROFILE_DIR = "profile"
+LOG_FILE = "chromium.log"  # the browser's standard error
 OWNER_FILE = "owner"  # "<pid> <start time>" of the process that started the browser
 # a folder with no owner written yet is another process's, just made (or one that died between
 # making it and writing its owner, which is then swept once it is this old)
@@ -158,6 +160,19 @@ def command_line(executable: str, args: list[str], profile: Path) -> list[str]:
         PIPE_SWITCH,
         "--no-startup-window",
     ]
+
+
+PORT_FILE = "DevToolsActivePort"
+
+
+def devtools_endpoint(profile: Path) -> str | None:
+    """The DevTools websocket URL that the browser of profile folder `profile` wrote once it
+    listened (its port, then its path), or None while there is none."""
+    try:
+        port, where = (profile / PORT_FILE).read_text().split()[:2]
+    except (OSError, ValueError):  # not written yet, or the browser is gone
+        return None
+    return f"ws://127.0.0.1:{int(port)}{where}"
 
 
 def _high_fd(fd: int) -> int:
@@ -232,9 +247,8 @@ class ChromiumProcess:
     folder: Path  # the profile and the browser's log
     version: str = ""
     exited: asyncio.Future[int] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    _to_browser: int = -1
-    # what a finalizer closes if the object is dropped unclosed (emptied by `close`, so that it
-    # never closes a descriptor number reused since)
+    # this process's end of the pipe the browser reads, while open; a finalizer closes it if the
+    # object is dropped unclosed (emptied by `close`, so that it never closes a number reused since)
     _open_fds: list[int] = field(default_factory=list)
     _finalizer: weakref.finalize[[list[int], Path, int], ChromiumProcess] | None = None
     _from_browser: asyncio.StreamReader | None = None
@@ -243,11 +257,11 @@ class ChromiumProcess:
 
     @property
     def profile(self) -> Path:
-        return self.folder / "profile"
+        return self.folder / PROFILE_DIR
 
     @property
     def log_path(self) -> Path:
-        return self.folder / "chromium.log"
+        return self.folder / LOG_FILE
 
     @classmethod
     async def start(cls, executable: str | Path, args: list[str], timeout_s: float) -> ChromiumProcess:
@@ -258,11 +272,11 @@ class ChromiumProcess:
         sweep_abandoned()
         folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         (folder / OWNER_FILE).write_text(f"{os.getpid()} {_process_start(os.getpid())}")
-        (folder / "profile").mkdir()
+        (folder / PROFILE_DIR).mkdir()
         browser_reads, to_browser = os.pipe()
         from_browser, browser_writes = os.pipe()
         browser_reads, browser_writes = _high_fd(browser_reads), _high_fd(browser_writes)
-        argv = command_line(resolved, args, folder / "profile")
+        argv = command_line(resolved, args, folder / PROFILE_DIR)
         try:
             pid = os.posix_spawn(
                 resolved,
@@ -271,7 +285,7 @@ class ChromiumProcess:
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 2, str(folder / "chromium.log"), os.O_WRONLY | os.O_CREAT, 0o600),
+                    (os.POSIX_SPAWN_OPEN, 2, str(folder / LOG_FILE), os.O_WRONLY | os.O_CREAT, 0o600),
                     (os.POSIX_SPAWN_DUP2, browser_reads, BROWSER_READS_FD),
                     (os.POSIX_SPAWN_DUP2, browser_writes, BROWSER_WRITES_FD),
                 ],
@@ -283,7 +297,7 @@ class ChromiumProcess:
             raise DeviceError(f"Chromium at {resolved} did not start: {exc}") from None
         finally:
             _close_fds([browser_reads, browser_writes])
-        browser = cls(pid, folder, _to_browser=to_browser, _open_fds=[to_browser])
+        browser = cls(pid, folder, _open_fds=[to_browser])
         # dropped unclosed (or left open at exit): its pipe closes and the browser exits with it
         browser._finalizer = weakref.finalize(browser, _abandoned, browser._open_fds, folder, pid)
         try:
@@ -338,12 +352,12 @@ class ChromiumProcess:
 
     async def _ask(self, method: str) -> dict[str, Any]:
         """Send `method` over the pipe and return its result (messages end with a NUL byte)."""
-        if self._from_browser is None:
+        if self._from_browser is None or not self._open_fds:
             raise DeviceError("the browser's pipe is closed")
         self._ids += 1
         ident = self._ids
         try:
-            os.write(self._to_browser, json.dumps({"id": ident, "method": method}).encode() + b"\0")
+            os.write(self._open_fds[0], json.dumps({"id": ident, "method": method}).encode() + b"\0")
         except OSError as exc:
             raise DeviceError(f"the browser closed its pipe ({exc.strerror})") from None
         while True:
@@ -368,22 +382,14 @@ class ChromiumProcess:
 
     async def devtools_url(self, timeout_s: float = PORT_FILE_WAIT_S) -> str:
         """The browser's DevTools websocket URL, from the port file Chromium writes once it listens."""
-        path = self.profile / "DevToolsActivePort"
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while True:
-            try:
-                port, where = path.read_text().split()[:2]
-                return f"ws://127.0.0.1:{int(port)}{where}"
-            except (OSError, ValueError):  # not written yet
-                if self.exited.done():
-                    raise DeviceError(
-                        f"the browser exited ({self.exited.result()}){self.log_tail()}"
-                    ) from None
-                if asyncio.get_running_loop().time() >= deadline:
-                    raise DeviceError(
-                        f"the browser wrote no DevTools port within {timeout_s:.0f} s"
-                    ) from None
-                await asyncio.sleep(0.02)
+        while (url := devtools_endpoint(self.profile)) is None:
+            if self.exited.done():
+                raise DeviceError(f"the browser exited ({self.exited.result()}){self.log_tail()}")
+            if asyncio.get_running_loop().time() >= deadline:
+                raise DeviceError(f"the browser wrote no DevTools port within {timeout_s:.0f} s")
+            await asyncio.sleep(0.02)
+        return url
 
     async def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
         """Ask the browser to close (within `timeout_s`; 0: do not ask), kill its process group if
@@ -410,7 +416,6 @@ class ChromiumProcess:
         self._from_browser = self._reader_transport = None
         _close_fds(self._open_fds)
         self._open_fds.clear()
-        self._to_browser = -1
         shutil.rmtree(self.folder, ignore_errors=True)
         if self._finalizer is not None:
             self._finalizer.detach()

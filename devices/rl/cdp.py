@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devices.chromium_launch import PORT_FILE, devtools_endpoint
 from devices.clone_browser import BrowserPool
 from devices.rl.browser import chromium_command_lines, process_type
 from realbench.errors import DeviceError, DeviceLost
@@ -83,19 +84,18 @@ def devtools_browsers(root: int | None = None, mark: str | None = None) -> dict[
 
 def port_file(argv: list[str]) -> Path | None:
     """The file in which the browser started with `argv` names its DevTools port (once it listens)."""
-    profile = next((a.split("=", 1)[1] for a in argv if a.startswith("--user-data-dir=")), None)
-    return None if profile is None else Path(profile) / "DevToolsActivePort"
+    profile = _profile(argv)
+    return None if profile is None else profile / PORT_FILE
+
+
+def _profile(argv: list[str]) -> Path | None:
+    found = next((a.split("=", 1)[1] for a in argv if a.startswith("--user-data-dir=")), None)
+    return None if found is None else Path(found)
 
 
 def _endpoint(argv: list[str]) -> str | None:
-    path = port_file(argv)
-    if path is None:
-        return None
-    try:
-        port, where = path.read_text().split()[:2]
-    except (OSError, ValueError):  # not written yet, or the browser is gone
-        return None
-    return f"ws://127.0.0.1:{int(port)}{where}"
+    profile = _profile(argv)
+    return None if profile is None else devtools_endpoint(profile)
 
 
 def devtools_endpoints(root: int | None = None, mark: str | None = None) -> list[str]:
