@@ -7,6 +7,7 @@ from pathlib import Path
 # positions in `stat_fields`, which start at the state (field 3 of proc(5))
 STATE = 0
 PARENT = 1
+GROUP = 2  # the process group
 START_TIME = 19  # clock ticks after boot
 
 

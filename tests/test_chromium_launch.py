@@ -25,6 +25,7 @@ from devices.clone_browser import DEFAULT_CHROMIUM, BrowserPool, Emulation, Laun
 from devices.rl.cdp import devtools_browsers
 from devices.rl.host import RL_BROWSER_ARGS
 from realbench.errors import DeviceError
+from realbench.procfs import GROUP, STATE, stat_fields
 
 pytestmark = [
     pytest.mark.browser,
@@ -38,24 +39,17 @@ SAME_ARGS = (*RL_BROWSER_ARGS, "--remote-debugging-port=0")
 
 def _alive(pid: int) -> bool:
     """A process that exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    fields = stat_fields(pid)
+    return fields is not None and fields[STATE] != "Z"
 
 
 def _group(pgid: int) -> list[int]:
     """Live processes of process group `pgid`."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                found.append(int(entry.name))
+        fields = stat_fields(entry.name) if entry.name.isdigit() else None
+        if fields is not None and int(fields[GROUP]) == pgid and fields[STATE] != "Z":
+            found.append(int(entry.name))
     return found
 
 
