@@ -158,6 +158,35 @@ def test_offscreen_rows_are_omitted_and_bounds_clipped(clone_server, device):
     assert back is not None and back.clickable and back.class_name == "android.widget.ImageButton"
 
 
+# Rows below the fold, each out of sight with a child placed in sight: a badge moved up, a line
+# shifted up out of its row (neither row clips), and a row that clips its shifted child away.
+_FOLD_SCREEN = """(scale) => {
+  document.getElementById("app").innerHTML =
+    '<div style="height:6000px;display:flow-root">' +
+    '<div id="row_a" data-ev="a" style="position:relative;margin-top:3000px;height:40px">row a' +
+    '<span id="badge" data-ev="badge" style="position:absolute;top:-2900px">badge</span></div>' +
+    '<div id="row_b" style="margin-top:1000px;height:10px"><div id="spill" data-ev="s" ' +
+    'style="position:relative;top:-3800px;height:30px">spilled</div></div>' +
+    '<div id="row_c" style="overflow:hidden;height:10px"><div id="hidden_child" data-ev="h" ' +
+    'style="position:relative;top:-3900px;height:30px">clipped</div></div>' +
+    "</div>";
+  return window.__rb.dumpHierarchy(scale);
+}"""
+
+
+@pytest.mark.browser
+def test_an_element_out_of_sight_is_left_out_but_its_children_in_sight_are_not(clone_server, device):
+    """The dump describes only what can be in it (runtime.js skips the description of an element
+    out of sight); what such an element holds is still walked, since a child can lie elsewhere."""
+    open_session(clone_server, device)
+    xml = device._run(device._page_eval(_FOLD_SCREEN, device.emulation.scale), "dump")
+    ids = {n.short_id for n in Hierarchy(xml).nodes}
+    assert {"badge", "spill"} <= ids
+    assert not {"row_a", "row_b", "row_c", "hidden_child"} & ids
+    badge = Hierarchy(xml).find_one(Selector(resource_id="badge"))
+    assert badge is not None and badge.text == "badge" and badge.clickable
+
+
 @pytest.mark.browser
 def test_tap_on_node_centre_hits_that_node(clone_server, device):
     sid = open_session(clone_server, device, route="list")

@@ -640,12 +640,18 @@
     if (isEmpty(visible) && clips) return;
     var childClip = clips ? visible : ownClip;
     var leaf = ATOMIC[el.tagName] ? true : isLeaf(el);
-    var scroll = !leaf && scrollable(el, cs);
-    var info = describe(el, cs, leaf, scroll);
     var children = [];
     if (!leaf) {
       for (var c = el.firstElementChild; c; c = c.nextElementSibling) walk(c, childClip, viewport, children);
     }
+    if (isEmpty(visible)) {
+      // Out of sight (a list's rows below the fold): never in the dump itself, so not described
+      // (innerText lays its text out), though a child that overflows it may be.
+      for (var j = 0; j < children.length; j++) out.push(children[j]);
+      return;
+    }
+    var scroll = !leaf && scrollable(el, cs);
+    var info = describe(el, cs, leaf, scroll);
     var marked = info.clickable || info.longClickable || info.scrollable || info.checkable || !!el.id || !!info.desc ||
       el.classList.contains("modal") || info.cls === "android.widget.ImageView" || info.cls === "android.widget.EditText";
     var emit;
