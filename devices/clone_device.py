@@ -49,6 +49,10 @@ T = TypeVar("T")
 
 DOUBLE_TAP_GAP_S = 0.08
 TOUCH_MOVE_INTERVAL_S = 0.016
+# what a tap waits for in the page (`_tap_applied`): its click applied, or the touch acknowledged
+AFTER_TAP_JS = "([n]) => window.__rb.afterTap(n)"
+# keys a clone's page hands to its server as events, as its own back and home buttons do
+POSTED_KEYS = {Key.BACK: "__back__", Key.HOME: "__home__"}
 
 _serials = itertools.count(1)
 
@@ -125,7 +129,7 @@ class CloneDevice:
     def act(self, action: Action) -> None:
         if isinstance(action, Answer | Terminate):
             return
-        self._run(self._act(action), f"act {action.type}", timeout=CALL_TIMEOUT_S + _action_seconds(action))
+        self._run(self._act(action), f"act {action.type}", timeout=CALL_TIMEOUT_S + action_seconds(action))
 
     def start_app(self, app: str) -> None:
         self.act(OpenApp(app=app))
@@ -323,14 +327,15 @@ class CloneDevice:
         await self._session_cdp()  # attached before the two sends, so they leave in order
         await asyncio.gather(self._touch("touchStart", x, y), self._touch("touchEnd"))
 
-    async def _tap_applied(self, x: float, y: float) -> None:
-        """A tap, returning once the page applied what it posted. The wait is asked for together
-        with the touches (not after their acknowledgement): the page knows when the tap's click ran,
+    async def _tap_applied(self, x: float, y: float, wait: str = AFTER_TAP_JS, arg: Any = None) -> Any:
+        """A tap, returning what `wait` (a page function of ``[n, arg]``, `n` the tap's number)
+        resolves to once the page applied what the tap posted. The wait is asked for together with
+        the touches (not after their acknowledgement): the page knows when the tap's click ran,
         which saves a round trip and a timer per step. A touch that ends without a click is released
         by the acknowledgement instead."""
         self._require_page()
         n = self._touch_ends + 1
-        applied = asyncio.ensure_future(self._page_eval("(n) => window.__rb.afterTap(n)", n))
+        applied = asyncio.ensure_future(self._page_eval(wait, [n, arg]))
         try:
             await self._tap(x, y)
             acknowledged = self._page_eval("(n) => window.__rb.tapAcknowledged(n)", n)
@@ -338,12 +343,12 @@ class CloneDevice:
         except BaseException:
             applied.cancel()
             raise
-        self._check_settled(result)
+        return result
 
     async def _act(self, action: Action) -> None:
         wait_scroll = False
         if isinstance(action, Click):
-            await self._tap_applied(*self._css(action.x, action.y))
+            self._check_settled(await self._tap_applied(*self._css(action.x, action.y)))
             return
         elif isinstance(action, DoubleClick):
             point = self._css(action.x, action.y)
@@ -362,10 +367,8 @@ class CloneDevice:
             await self._require_page_cdp("Input.insertText", {"text": action.text})
             await self._page_eval("() => { window.__rb.post('__sync__'); }")
         elif isinstance(action, KeyPress):
-            if action.key is Key.BACK:
-                await self._page_eval("() => { window.__rb.post('__back__'); }")
-            elif action.key is Key.HOME:
-                await self._page_eval("() => { window.__rb.post('__home__'); }")
+            if action.key in POSTED_KEYS:
+                await self._page_eval("(e) => { window.__rb.post(e); }", POSTED_KEYS[action.key])
             elif action.key is Key.ENTER:
                 await self._page_eval("() => { window.__rb.enter(); }")
             # RECENT opens the task switcher on a phone; a single-app clone has nothing to show.
@@ -406,7 +409,7 @@ class CloneDevice:
         await self._touch("touchEnd", timestamp=start + steps * interval)
 
 
-def _action_seconds(action: Action) -> float:
+def action_seconds(action: Action) -> float:
     if isinstance(action, Wait):
         return action.seconds
     if isinstance(action, LongPress | Swipe):

@@ -326,6 +326,27 @@ def test_crashed_renderer_aborts_the_episodes_it_hosted(host, packs):
             e.close()
 
 
+@pytest.mark.parametrize(
+    "action", [CLICK_LIST, '{"type": "key", "key": "back"}', '{"type": "type", "text": "x"}']
+)
+def test_a_step_whose_event_the_server_refuses_aborts_with_the_pages_reason(host, packs, action, caplog):
+    """A step acts and observes in one evaluation: an event the page could not deliver still ends
+    the step there (no observation of a screen the server never sent), as two evaluations did."""
+    e = RealbenchEnv(packs["toy"], "buy-item", host=host)
+    try:
+        e.reset(seed=0)
+        core = host.env(e.env_id)
+        before = _obs_of(e)
+        host.drop_session(core._device.session)
+        with caplog.at_level("WARNING"):
+            _, reward, terminated, truncated, info = e.step(action)
+        assert info["aborted"] and truncated and not terminated and reward == 0
+        assert "could not reach the clone server" in caplog.text and "no session" in caplog.text
+        assert _obs_of(e) is before  # the last observation stands
+    finally:
+        e.close()
+
+
 def test_environments_at_two_resolutions_get_a_browser_each_drawing_at_their_scale_until_the_last_closes(
     host, packs
 ):

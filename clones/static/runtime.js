@@ -493,6 +493,23 @@
     });
   }
 
+  // An action's own wait, then `settledDump` in the same evaluation: an RL step acts and observes
+  // with one evaluation where it used to take one for each (devices/rl/core.py). A wait that failed
+  // is returned as the settle's result, with no dump, as the two evaluations would have stopped.
+  function thenDump(wait, scale) {
+    return wait.then(function (result) {
+      if (result && result.error) return { settled: result, hierarchy: null };
+      return settledDump(scale, true);
+    });
+  }
+
+  function afterTapDump(n, scale) { return thenDump(afterTap(n), scale); }
+
+  function postDump(event, scale) {
+    post(event);
+    return thenDump(settled(false), scale);
+  }
+
   // Whether the screen's pixels follow from its HTML alone: nothing counts down, animates, loads,
   // holds the focus (a caret blinks) or is scrolled (devices/rl/screen_cache.py).
   function screenIsStill() {
@@ -752,6 +769,8 @@
     settled: settled,
     afterTap: afterTap,
     settledDump: settledDump,
+    afterTapDump: afterTapDump,
+    postDump: postDump,
     screenIsStill: screenIsStill,
     tapAcknowledged: tapAcknowledged,
     dumpHierarchy: dumpHierarchy,

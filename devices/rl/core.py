@@ -20,14 +20,24 @@ from pydantic import BaseModel
 
 from clones.base import Clone, State
 from clones.server import Session, render_screen, working_copy
-from devices.clone_browser import Emulation
-from devices.clone_device import CloneDevice
+from devices.clone_browser import CALL_TIMEOUT_S, Emulation
+from devices.clone_device import POSTED_KEYS, CloneDevice, action_seconds
 from devices.rl import cdp, direct_page
 from devices.rl.config import EnvConfig
 from devices.rl.errors import EpisodeOver, SnapshotMismatch
 from devices.rl.screen_cache import Lookup, ScreenCache
 from devices.rl.transitions import EnvObservation, EnvSnapshot, Transition
-from realbench.actions import Action, action_from_json, action_to_dict, parse_action
+from realbench.actions import (
+    Action,
+    Answer,
+    Click,
+    KeyPress,
+    Terminate,
+    Type,
+    action_from_json,
+    action_to_dict,
+    parse_action,
+)
 from realbench.agents.images import ImageSize, target_size
 from realbench.boundary import boundary_hit, reads_screen
 from realbench.episode import decide_outcome
@@ -88,6 +98,8 @@ def parse_policy_action(action: Any) -> Action:
 # before every capture (a 1 px element whose colour flipped, and four more flips 10-100 ms later)
 # was needed with an older Chromium, where 1 capture in 20 waited ~1 s; it drew a frame per flip,
 # 2-5 ms of Chromium's CPU per step (docs/benchmarks.md, RL environments).
+_AFTER_TAP_DUMP_JS = "([n, scale]) => window.__rb.afterTapDump(n, scale)"
+_POST_DUMP_JS = "([event, scale]) => window.__rb.postDump(event, scale)"
 _SHOW_SETTLE_DUMP_JS = """([screen, scale, dump]) => {
   if (screen) window.__rb.apply(screen, true);
   return window.__rb.settledDump(scale, dump).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
@@ -166,6 +178,32 @@ class RLCloneDevice(CloneDevice):
 
     def observe(self) -> Observation:
         return self._observation(self._run(self._observe_screen(None), "observe"))
+
+    def act_and_observe(self, action: Action) -> Observation:
+        """`act`, then `observe`. A tap, a key the page posts or typed text asks for the
+        observation's settle and dump in the action's own last evaluation (runtime.js,
+        `afterTapDump`, `postDump`): one evaluation and one call into the browser's loop fewer per
+        step, two for a key, and the page does the same in the same order."""
+        timeout = 2 * CALL_TIMEOUT_S + action_seconds(action)
+        return self._observation(self._run(self._act_observe(action), f"act {action.type}", timeout))
+
+    async def _act_observe(self, action: Action) -> tuple[bytes, str]:
+        scale = self.emulation.scale
+        if isinstance(action, Click):
+            result = await self._tap_applied(*self._css(action.x, action.y), _AFTER_TAP_DUMP_JS, scale)
+        elif isinstance(action, KeyPress) and action.key in POSTED_KEYS:
+            result = await self._page_eval(_POST_DUMP_JS, [POSTED_KEYS[action.key], scale])
+        elif isinstance(action, Type):
+            self._require_page()
+            await (await self._session_cdp()).send("Input.insertText", {"text": action.text})
+            result = await self._page_eval(_POST_DUMP_JS, ["__sync__", scale])
+        else:
+            if not isinstance(action, Answer | Terminate):
+                await self._act(action)
+            return await self._observe_screen(None)
+        self._check_settled(result["settled"])
+        self._require_page()
+        return await self._capture(), str(result["hierarchy"])
 
     def collect_garbage(self) -> None:
         """A full collection of the heaps of this page's renderer (all its pages share them)."""
@@ -501,10 +539,6 @@ class EnvCore:
         if device is not None:
             device.close()
 
-    def _observe(self) -> EnvObservation:
-        assert self._device is not None
-        return self._observation_of(self._device.observe())
-
     @staticmethod
     def _observation_of(obs: Observation) -> EnvObservation:
         shot = obs.screenshot
@@ -608,8 +642,7 @@ class EnvCore:
 
     def _act(self, action: Action) -> None:
         assert self._device is not None
-        self._device.act(action)
-        self._last = self._observe()
+        self._last = self._observation_of(self._device.act_and_observe(action))
 
     def _hierarchy(self, episode: _Episode) -> Hierarchy | None:
         """The last observation's hierarchy, for the boundary rule (None where it has nothing to check)."""
