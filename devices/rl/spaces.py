@@ -71,10 +71,14 @@ def batched(space: spaces.Space[Any], n: int) -> spaces.Space[Any]:
     return batch_space(space, n)
 
 
-def to_gym_observation(obs: EnvObservation, config: EnvConfig) -> dict[str, Any]:
-    shot = (
-        obs.pixels() if config.image is ImageMode.ARRAY else np.frombuffer(obs.image, dtype=np.uint8).copy()
-    )
+def to_gym_observation(
+    obs: EnvObservation, config: EnvConfig, pixels: np.ndarray | None = None
+) -> dict[str, Any]:
+    """`obs` as the observation space has it; `pixels`: its screenshot already decoded (arrays only)."""
+    if config.image is not ImageMode.ARRAY:
+        shot = np.frombuffer(obs.image, dtype=np.uint8).copy()
+    else:
+        shot = obs.pixels() if pixels is None else pixels
     out: dict[str, Any] = {"screenshot": shot}
     if config.hierarchy:
         out["hierarchy"] = obs.hierarchy or ""

@@ -65,6 +65,8 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
         self.action_space = batched(self.single_action_space, num_envs)
         self._last: list[Transition | None] = [None] * num_envs
         self._obs: list[dict[str, Any] | None] = [None] * num_envs
+        # the encoded screenshot each environment's observation in `_obs` was decoded from
+        self._encoded: list[bytes | None] = [None] * num_envs
         self._decoders = ThreadPoolExecutor(max_workers=DECODE_THREADS, thread_name_prefix="rl-decode")
         self._batches = BatchArrays()
         self._own_pool = pool is None
@@ -167,15 +169,27 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The batched observation of every environment (the last one where nothing new came)."""
         todo = [(i, t) for i, t in fresh.items() if t is not None]
-        if len(todo) > 1:
+        # A step that left the screen as it was brings the same bytes again (a tap on nothing:
+        # about two steps in three of rl_envs.py's random ones): their pixels are decoded already.
+        # The arrays kept here are never handed out, only stacked into the batch.
+        again = {i for i, t in todo if self._encoded[i] == t.observation.image and self._obs[i] is not None}
+        fresh_images = [(i, t) for i, t in todo if i not in again]
+        if len(fresh_images) > 1:
             # JPEG decoding releases the GIL: decode a batch's screenshots on a few threads.
             decoded = list(
-                self._decoders.map(lambda it: to_gym_observation(it[1].observation, self.config), todo)
+                self._decoders.map(
+                    lambda it: to_gym_observation(it[1].observation, self.config), fresh_images
+                )
             )
         else:
-            decoded = [to_gym_observation(t.observation, self.config) for _, t in todo]
-        for (i, _), obs in zip(todo, decoded, strict=True):
+            decoded = [to_gym_observation(t.observation, self.config) for _, t in fresh_images]
+        for (i, t), obs in zip(fresh_images, decoded, strict=True):
             self._obs[i] = obs
+            self._encoded[i] = t.observation.image
+        for i, t in todo:
+            last = self._obs[i]
+            if i in again and last is not None:
+                self._obs[i] = to_gym_observation(t.observation, self.config, pixels=last["screenshot"])
         observations = [o for o in self._obs if o is not None]
         if len(observations) != self.num_envs:
             missing = [i for i, o in enumerate(self._obs) if o is None]
@@ -189,9 +203,8 @@ class CloneVectorEnv(gym.vector.VectorEnv[dict[str, Any], Any, Any]):
             image = isinstance(self._single_spaces[name], gym.spaces.Box)
             batched[name] = self._batches.stack(values) if image else tuple(values)
         infos: dict[str, Any] = {}
-        for i, t in fresh.items():
-            if t is not None:
-                infos = self._add_info(infos, {**t.info, "skipped": False}, i)
+        for i, t in todo:
+            infos = self._add_info(infos, {**t.info, "skipped": False}, i)
         for i in skipped or []:
             infos = self._add_info(infos, {"skipped": True}, i)
         return batched, infos
