@@ -16,9 +16,11 @@ processes (one Chromium each) at the model's resolution, then measures:
   and hierarchy are taken once per worker and reused, re-checked against a new capture and dump now
   and then (``screen_cache_counts``: observations served, stored, re-checked equal, found
   different, and misses that waited for another page's capture of the same screen instead of taking
-  their own);
+  their own; ``unchanged``: steps that left a still page as it was and kept its last observation
+  instead of a capture, with the checks of such steps that found the same image or another);
 - ``steps_per_s``: aggregate environment steps per second while all N environments are stepped
-  together with random taps and back keys (each step: act, wait for the page, capture);
+  together with random taps and back keys (each step: act, wait for the page, capture, unless the
+  step left a still page as it was: about two in three of these random steps, ``unchanged``);
 - ``pss_per_env_mib``: summed PSS of every Chromium process (from /proc/PID/smaps_rollup) / N,
   after the stepping; ``pss_per_env_mib_while_stepping``: the same read after each batch step of
   the last two thirds of the stepping (median and max), since collected heaps and caches rise and
@@ -245,7 +247,16 @@ def measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
         pss_samples.append(pss)
         cache = {
             k: sum(s["screen_cache"][k] for s in stats)
-            for k in ("hits", "stored", "verified", "mismatches", "waited")
+            for k in (
+                "hits",
+                "stored",
+                "verified",
+                "mismatches",
+                "waited",
+                "unchanged",
+                "unchanged_verified",
+                "unchanged_mismatches",
+            )
         }
         collections = {
             k: sum(s["heap_collections"][k] for s in stats) for k in ("collections", "seconds", "failures")

@@ -1,6 +1,7 @@
 """The screen cache: a still screen's image and hierarchy are taken once per host and reused by
 resets and restores, checked against new captures and dumps, never used for a screen that changes by
-itself or for a step. Evidence is the page's own capture and dump, taken beside the cache."""
+itself; a step that leaves a still page as it was keeps the page's last observation, under the same
+checks. Evidence is the page's own capture and dump, taken beside the cache."""
 
 from __future__ import annotations
 
@@ -182,6 +183,9 @@ def test_resets_serve_the_start_screen_that_the_page_itself_draws(env_host, rl_p
             "mismatches": 0,
             "not_still": 0,
             "waited": 0,
+            "unchanged": 0,
+            "unchanged_verified": 0,
+            "unchanged_mismatches": 0,
             "images": 1,
             "bytes": 0,
         }
@@ -407,3 +411,95 @@ def test_pages_that_wait_on_a_screen_that_changes_by_itself_capture_it_themselve
         assert not env_host.screen_cache._inflight  # nothing left for a later page to wait on
     finally:
         env_host.close_envs(ids)
+
+
+NOTHING = '{"type": "click", "x": 500, "y": 600}'  # blank space below the toy's home screen's button
+
+
+def _unchanged(env_host: EnvHost) -> tuple[int, int, int]:
+    summary = env_host.screen_cache.summary()
+    return summary["unchanged"], summary["unchanged_verified"], summary["unchanged_mismatches"]
+
+
+@pytest.mark.browser
+def test_a_step_that_leaves_the_page_as_it_was_keeps_its_observation_and_a_change_is_captured(
+    env_host, rl_pack
+):
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
+    plain = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg", screen_cache=False)
+    try:
+        env.reset(seed=1)
+        plain.reset(seed=1)
+        start = _image(env)
+        env.step(NOTHING)  # the first such step captures again and compares
+        assert _unchanged(env_host) == (0, 1, 0)
+        for n in range(1, 4):
+            env.step(NOTHING)  # kept, not captured
+            assert _unchanged(env_host) == (n, 1, 0)
+            assert _image(env) == start == _page_capture(env_host, env)
+            assert _hierarchy(env) == _page_dump(env_host, env)
+        plain.step(NOTHING)  # screen_cache=False: every step is captured
+        assert _unchanged(env_host) == (3, 1, 0) and _image(plain) == start
+        env.step(CLICK_LIST)  # another screen: captured
+        assert _unchanged(env_host) == (3, 1, 0)
+        assert _image(env) != start and _image(env) == _page_capture(env_host, env)
+        assert "商品列表" in _hierarchy(env) and "商品00" in _hierarchy(env)
+    finally:
+        env.close()
+        plain.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(
+    "change",
+    [
+        # a field focused: a caret blinks, the page is not still
+        "() => document.querySelector('input').focus()",
+        # scrolled: the page is not still
+        "() => { const s = document.querySelector('.scroll');"
+        " s.insertAdjacentHTML('beforeend', '<div style=\"height:2000px\"></div>'); s.scrollTop = 30; }",
+    ],
+)
+def test_a_page_that_is_not_still_is_captured_at_every_step(env_host, rl_pack, change):
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
+    try:
+        env.reset(seed=1)
+        env.step(NOTHING)
+        device = env_host.env(env.env_id)._device
+        device._run(device._page_eval(change), "change")
+        before = _unchanged(env_host)
+        for _ in range(3):
+            env.step(NOTHING)
+            assert _image(env) == _page_capture(env_host, env)
+        assert _unchanged(env_host) == before
+    finally:
+        env.close()
+
+
+@pytest.mark.browser
+def test_pixels_changed_behind_the_runtimes_back_are_found_by_the_next_check_and_end_the_reuse(
+    env_host, rl_pack, caplog
+):
+    """What the rule cannot see (a page changed with no screen from the server, which the clones'
+    runtime never does) is found at the next check: from then on that page's steps are captured."""
+    env_host.screen_cache.verify_every = 2
+    env = RealbenchEnv(rl_pack, "buy-item", host=env_host, image="jpeg")
+    try:
+        env.reset(seed=1)
+        for _ in range(3):
+            env.step(NOTHING)  # checked, checked (2nd), kept
+        assert _unchanged(env_host) == (1, 2, 0)
+        device = env_host.env(env.env_id)._device
+        device._run(
+            device._page_eval("() => { document.body.style.background = 'rgb(255, 0, 0)'; }"), "paint"
+        )
+        with caplog.at_level("WARNING"):
+            env.step(NOTHING)  # the 4th: a check, which finds another image
+        assert _unchanged(env_host) == (1, 2, 1) and "gave another image" in caplog.text
+        assert _image(env) == _page_capture(env_host, env)
+        for _ in range(3):
+            env.step(NOTHING)
+            assert _image(env) == _page_capture(env_host, env)
+        assert _unchanged(env_host) == (1, 2, 1)
+    finally:
+        env.close()

@@ -485,11 +485,12 @@
 
   // `settled`, then the hierarchy dump in the same task: an observation that captures after it
   // needs one evaluation in the page (see devices/rl/core.py). `dump === false`: no dump (the
-  // caller has the screen's hierarchy already, devices/rl/screen_cache.py).
+  // caller has the screen's hierarchy already, devices/rl/screen_cache.py). `still`: whether the
+  // pixels follow from the screen alone (`screenIsStill`).
   function settledDump(scale, dump) {
     return settled(false).then(function (result) {
       var skip = dump === false || (result && result.error);
-      return { settled: result, hierarchy: skip ? null : dumpHierarchy(scale) };
+      return { settled: result, hierarchy: skip ? null : dumpHierarchy(scale), still: screenIsStill() };
     });
   }
 

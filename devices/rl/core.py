@@ -102,8 +102,27 @@ _AFTER_TAP_DUMP_JS = "([n, scale]) => window.__rb.afterTapDump(n, scale)"
 _POST_DUMP_JS = "([event, scale]) => window.__rb.postDump(event, scale)"
 _SHOW_SETTLE_DUMP_JS = """([screen, scale, dump]) => {
   if (screen) window.__rb.apply(screen, true);
-  return window.__rb.settledDump(scale, dump).then((r) => ({ ...r, still: window.__rb.screenIsStill() }));
+  return window.__rb.settledDump(scale, dump);
 }"""
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """A page's last observation, taken while the page was still, and the server's screen version
+    it showed. A step's page shows the same pixels if it shows the same version and hierarchy and
+    is still: the clones' pixels follow from the DOM, which only the server's screens change
+    (runtime.js `apply`), beside form fields (in the hierarchy) and what makes a page not still."""
+
+    version: Any
+    image: bytes
+    hierarchy: str
+
+    def shows(self, result: dict[str, Any], hierarchy: str) -> bool:
+        return (
+            bool(result.get("still"))
+            and result["settled"]["version"] == self.version
+            and hierarchy == self.hierarchy
+        )
 
 
 class RLCloneDevice(CloneDevice):
@@ -121,14 +140,19 @@ class RLCloneDevice(CloneDevice):
         # the page's direct DevTools session (`devices.rl.cdp`), attached on first use; None inside
         # the future: this page stays on Playwright's path
         self._direct: asyncio.Future[cdp.PageSession | None] | None = None
+        self._shown: _Shown | None = None  # the last observation, while the page was still
+        self._unchanged = 0  # steps that found the page as `_shown` left it
+        self._unchanged_differs = False  # a capture of such a step differed: always capture
 
     def close(self) -> None:
         self._direct = None
+        self._shown = None
         super().close()
 
     async def _open(self, session: str) -> None:
         """A new page is opened over the direct connection where there is one (`direct_page`); a
         Playwright page (the direct path off, or headers to send) is attached to on first use."""
+        self._shown = None
         if self._page is None:
             url = f"{self.server_url}/s/{session}{self.page_query}"
             page = await direct_page.open_page(self.pool, self.emulation, url, headers=bool(self._headers))
@@ -201,9 +225,39 @@ class RLCloneDevice(CloneDevice):
             if not isinstance(action, Answer | Terminate):
                 await self._act(action)
             return await self._observe_screen(None)
+        return await self._observe_after(result)
+
+    async def _observe_after(self, result: dict[str, Any]) -> tuple[bytes, str]:
+        """The observation after a step's evaluation settled the page and dumped it (`result`). A
+        step that left a still page as it was keeps the page's last observation (the screen cache's
+        rule: the first such step and every `verify_every`-th capture again and compare)."""
         self._check_settled(result["settled"])
         self._require_page()
-        return await self._capture(), str(result["hierarchy"])
+        hierarchy = str(result["hierarchy"])
+        shown, cache = self._shown, self.screen_cache
+        if cache is None or shown is None or self._unchanged_differs or not shown.shows(result, hierarchy):
+            return self._keep(result, await self._capture(), hierarchy)
+        self._unchanged += 1
+        if self._unchanged != 1 and self._unchanged % cache.verify_every:
+            cache.unchanged_served()
+            return shown.image, hierarchy
+        image = await self._capture()
+        cache.unchanged_checked(image == shown.image)
+        if image != shown.image:
+            self._unchanged_differs = True
+            log.warning(
+                "%s: a step that left the page as it was gave another image (%d and %d bytes); "
+                "this page's steps are all captured from now on",
+                self.serial,
+                len(shown.image),
+                len(image),
+            )
+        return self._keep(result, image, hierarchy)
+
+    def _keep(self, result: dict[str, Any], image: bytes, hierarchy: str) -> tuple[bytes, str]:
+        """`image` and `hierarchy` as the page's last observation (kept only while it is still)."""
+        self._shown = _Shown(result["settled"]["version"], image, hierarchy) if result.get("still") else None
+        return image, hierarchy
 
     def collect_garbage(self) -> None:
         """A full collection of the heaps of this page's renderer (all its pages share them)."""
@@ -223,15 +277,17 @@ class RLCloneDevice(CloneDevice):
         found = None
         if cache is not None and screen is not None:
             found = cache.lookup(ScreenCache.key(self.clone.name, screen, self._look()))
+        self._shown = None
         try:
-            return await self._observe_through(cache, found, screen)
+            result, image, hierarchy = await self._observe_through(cache, found, screen)
+            return self._keep(result, image, hierarchy)
         finally:
             if cache is not None and found is not None and found.lead:
                 cache.give_up(found.key)  # a no-op once stored; else the waiters capture themselves
 
     async def _observe_through(
         self, cache: ScreenCache | None, found: Lookup | None, screen: dict[str, Any] | None
-    ) -> tuple[bytes, str]:
+    ) -> tuple[dict[str, Any], bytes, str]:
         # an observation about to be served (or another page's capture and dump of it) needs no
         # dump here, unless the cache has nothing to serve after all
         serve = found is not None and (found.image is not None or found.pending is not None)
@@ -241,25 +297,25 @@ class RLCloneDevice(CloneDevice):
         hierarchy = None if result["hierarchy"] is None else str(result["hierarchy"])
         if cache is None or found is None:
             assert hierarchy is not None
-            return await self._capture(), hierarchy
+            return result, await self._capture(), hierarchy
         if not result["still"]:
             cache.not_still()
             if found.lead:  # nothing to share: the waiters need not wait for this capture
                 cache.give_up(found.key)
             if hierarchy is None:
                 hierarchy = await self._dump()
-            return await self._capture(), hierarchy
+            return result, await self._capture(), hierarchy
         if found.pending is not None:
             found = await self._wait_for_capture(cache, found)
         if found.image is not None:
             assert found.hierarchy is not None
             cache.served()
-            return found.image, found.hierarchy
+            return result, found.image, found.hierarchy
         if hierarchy is None:  # served nothing after all (a lookup again after a wait)
             hierarchy = await self._dump()
         image = await self._capture()
         cache.store(found.key, image, hierarchy)
-        return image, hierarchy
+        return result, image, hierarchy
 
     @staticmethod
     async def _wait_for_capture(cache: ScreenCache, found: Lookup) -> Lookup:

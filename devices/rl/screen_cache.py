@@ -10,8 +10,13 @@ beside it: a reset then costs the swap, not the capture and the dump (docs/bench
 Only screens the page reports as still are cached: nothing counting down, animating, loading, focused
 (a caret blinks) or scrolled. The first reuse of every screen captures and dumps again and compares
 the image's bytes and the hierarchy's text, and so does every `verify_every`-th reuse after it; a
-screen whose observations disagree is never cached again (logged, and counted in `stats`). Steps never
-use the cache: what an action changes is captured.
+screen whose observations disagree is never cached again (logged, and counted in `stats`).
+
+A step whose action left a still page as it was (a tap on nothing: the same screen version from the
+server, the same hierarchy, still before and after) keeps the page's last observation instead of a
+capture (`RLCloneDevice`), under the same rule: the first such step on a page and every
+`verify_every`-th after it capture again and compare the bytes, and a page whose capture differs
+always captures from then on. What an action changes is captured.
 
 Misses of one screen that come together (a batched reset of every environment onto the same start
 screen) are coalesced: the first takes the capture, the others swap the screen in meanwhile and wait
@@ -47,6 +52,11 @@ class ScreenCacheStats:
     mismatches: int = 0  # reuses that observed again and found others (the screen is dropped)
     not_still: int = 0  # screens the page reported as changing by themselves (never cached)
     waited: int = 0  # misses that waited for another environment's capture of the same screen
+    # steps that left a still page as it was (`RLCloneDevice`): served the page's last observation,
+    # observed again to compare and found the same, or found another (the page then always captures)
+    unchanged: int = 0
+    unchanged_verified: int = 0
+    unchanged_mismatches: int = 0
 
 
 @dataclass
@@ -177,6 +187,17 @@ class ScreenCache:
     def not_still(self) -> None:
         with self._lock:
             self.stats.not_still += 1
+
+    def unchanged_served(self) -> None:
+        with self._lock:
+            self.stats.unchanged += 1
+
+    def unchanged_checked(self, same: bool) -> None:
+        with self._lock:
+            if same:
+                self.stats.unchanged_verified += 1
+            else:
+                self.stats.unchanged_mismatches += 1
 
     def summary(self) -> dict[str, int]:
         with self._lock:
