@@ -68,8 +68,9 @@ class EnvConfig(BaseModel):
     action_max_pixels: int | None = Field(default=None, ge=28 * 28)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     drift: str | dict[str, Any] | None = None
-    # Reuse a host's earlier capture and dump of a still screen that a reset or restore swaps in
-    # (checked against new ones now and then; devices/rl/screen_cache.py). Steps are always observed.
+    # Reuse a host's earlier capture and dump of a still screen that a reset or restore swaps in, and
+    # a page's last capture after a step that left the still page as it was (both checked against
+    # new ones now and then; devices/rl/screen_cache.py). Off: every reset and step is captured.
     screen_cache: bool = True
 
     def pack_path(self) -> Path:
