@@ -74,7 +74,7 @@ def test_pages_take_their_turns() -> None:
     assert [c.next_turn(3) for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
 
 
-@pytest.mark.parametrize(("raw", "expected"), [(None, 3.0), ("off", None), ("0", None), ("1.5", 1.5)])
+@pytest.mark.parametrize(("raw", "expected"), [(None, 1.5), ("off", None), ("0", None), ("2.5", 2.5)])
 def test_the_interval_comes_from_the_environment(monkeypatch, raw, expected) -> None:
     if raw is None:
         monkeypatch.delenv(ENV_VAR, raising=False)

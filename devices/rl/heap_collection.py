@@ -3,10 +3,12 @@
 Each step swaps a screen in, and the one before lies in the renderer's collected heaps (V8's and
 Blink's) until the next full collection, which V8 starts when the heaps have grown by a factor of
 what survived the last one (bounded by `HEAP_GROWTH_FLAG` in devices/rl/host.py). A collection
-every 3 s of stepping, over one page per browser in turn (a renderer's pages share its heaps): at
-100 environments 0.4-0.9 MiB less per environment, for 0.12-0.35 s of the renderer's time per
-collection, 1.3-2 ms of Chromium's CPU per step (docs/benchmarks.md, "Collections on a clock").
-Tightening V8's own growth to 1.3x instead cost 3 ms per step for about the same memory.
+every 1.5 s of stepping, over one page per browser in turn (a renderer's pages share its heaps): at
+100 environments and every 3 s, 0.4-0.9 MiB less per environment, for 0.12-0.35 s of the renderer's
+time per collection, 1.3-2 ms of Chromium's CPU per step (docs/benchmarks.md, "Collections on a
+clock"); every 1.5 s since steps that change nothing are not captured: more steps a second leave
+more garbage between collections. Tightening V8's own growth to 1.3x instead cost 3 ms per step
+for about the same memory.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from realbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-COLLECT_EVERY_S = 3.0
+COLLECT_EVERY_S = 1.5
 # read by every host as it starts (worker processes inherit it; Ray actors see it where their
 # node's Ray was started with it): seconds, or "off"
 ENV_VAR = "REALBENCH_RL_COLLECT_EVERY_S"
