@@ -98,12 +98,13 @@ def parse_policy_action(action: Any) -> Action:
 # before every capture (a 1 px element whose colour flipped, and four more flips 10-100 ms later)
 # was needed with an older Chromium, where 1 capture in 20 waited ~1 s; it drew a frame per flip,
 # 2-5 ms of Chromium's CPU per step (docs/benchmarks.md, RL environments).
-_AFTER_TAP_DUMP_JS = "([n, scale]) => window.__rb.afterTapDump(n, scale)"
-_POST_DUMP_JS = "([event, scale]) => window.__rb.postDump(event, scale)"
 _SHOW_SETTLE_DUMP_JS = """([screen, scale, dump]) => {
   if (screen) window.__rb.apply(screen, true);
   return window.__rb.settledDump(scale, dump);
 }"""
+# A step's action and that settle and dump in one evaluation (`RLCloneDevice.act_and_observe`).
+_AFTER_TAP_DUMP_JS = "([n, scale]) => window.__rb.afterTapDump(n, scale)"
+_POST_DUMP_JS = "([event, scale]) => window.__rb.postDump(event, scale)"
 
 
 @dataclass(frozen=True)
@@ -218,8 +219,7 @@ class RLCloneDevice(CloneDevice):
         elif isinstance(action, KeyPress) and action.key in POSTED_KEYS:
             result = await self._page_eval(_POST_DUMP_JS, [POSTED_KEYS[action.key], scale])
         elif isinstance(action, Type):
-            self._require_page()
-            await (await self._session_cdp()).send("Input.insertText", {"text": action.text})
+            await self._require_page_cdp("Input.insertText", {"text": action.text})
             result = await self._page_eval(_POST_DUMP_JS, ["__sync__", scale])
         else:
             if not isinstance(action, Answer | Terminate):
